@@ -1,0 +1,27 @@
+# cohort_layer(NAME DEPS...): one static library per layer folder, built from its .cc files.
+# A layer links only the layers below it (see docs/architecture.md).
+function(cohort_layer name)
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc ${COHORT_EXTRA_SOURCES})
+  if(NOT srcs)  # a layer with headers only (or not written yet)
+    add_library(cohort_${name} INTERFACE)
+    target_include_directories(cohort_${name} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(cohort_${name} INTERFACE ${ARGN})
+    return()
+  endif()
+  add_library(cohort_${name} STATIC ${srcs})
+  target_include_directories(cohort_${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(cohort_${name} PUBLIC ${ARGN})
+  set_target_properties(cohort_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+endfunction()
+
+# cohort_test_dir(NAME LIBS...): one GoogleTest executable per tests/ folder.
+function(cohort_test_dir name)
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
+  if(NOT srcs)
+    return()
+  endif()
+  add_executable(${name} ${srcs})
+  target_link_libraries(${name} PRIVATE ${ARGN} GTest::gtest GTest::gtest_main)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+endfunction()

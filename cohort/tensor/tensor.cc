@@ -1,0 +1,223 @@
+#include "cohort/tensor/tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "cohort/core/rng.h"
+#include "cohort/core/thread_pool.h"
+#include "cohort/tensor/allocator.h"
+#include "cohort/tensor/strided.h"
+
+namespace cohort {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << "]";
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+int64_t normalize_dim(int64_t d, int64_t ndim, const char* op) {
+  int64_t n = d < 0 ? d + ndim : d;
+  COHORT_CHECK_ARG(n >= 0 && n < ndim, op, ": dim ", d, " out of range for a tensor with ", ndim,
+                   " dimensions");
+  return n;
+}
+
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  COHORT_CHECK_ARG(device.is_cpu(), "device ", device.str(), " is not available in this build");
+  data_ = CpuAllocator::instance().allocate(nbytes, &rounded_);
+}
+Storage::~Storage() { CpuAllocator::instance().deallocate(data_, rounded_); }
+
+TensorImpl& Tensor::impl() const {
+  COHORT_CHECK_ARG(impl_ != nullptr, "use of an undefined Tensor");
+  return *impl_;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expect = 1;
+  for (size_t i = shape().size(); i-- > 0;) {
+    if (shape()[i] == 1) continue;
+    if (strides()[i] != expect) return false;
+    expect *= shape()[i];
+  }
+  return true;
+}
+
+void Tensor::check_dtype(DType want, const char* what) const {
+  COHORT_CHECK_ARG(dtype() == want, what, ": tensor has dtype ", dtype_name(dtype()),
+                   " but ", dtype_name(want), " was requested");
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl().storage->data()) + impl().offset * dtype_size(dtype());
+}
+
+template <typename T>
+T Tensor::item() const {
+  COHORT_CHECK_ARG(numel() == 1, "item(): tensor of shape ", shape_str(shape()),
+                   " has ", numel(), " elements, expected 1");
+  return to_vector<T>()[0];
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = empty(shape(), dtype_of<T>());
+  c.copy_(*this);
+  const T* p = c.data<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+
+template float Tensor::item<float>() const;
+template int64_t Tensor::item<int64_t>() const;
+template double Tensor::item<double>() const;
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+
+Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+  COHORT_INTERNAL(shape.size() == strides.size(), "as_strided rank mismatch");
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = impl().storage;
+  t->offset = offset;
+  t->shape = shape;
+  t->strides = strides;
+  t->dtype = dtype();
+  return Tensor(std::move(t));
+}
+
+Tensor Tensor::contiguous_raw() const { return is_contiguous() ? detach() : clone_raw(); }
+
+Tensor Tensor::clone_raw() const {
+  Tensor out = empty(shape(), dtype(), device());
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::detach() const { return as_strided(shape(), strides(), offset()); }
+
+Tensor& Tensor::set_requires_grad(bool r) {
+  COHORT_CHECK_ARG(!r || dtype() == DType::f32 || dtype() == DType::f64,
+                   "requires_grad needs a floating-point tensor, got ", dtype_name(dtype()));
+  COHORT_CHECK_ARG(is_leaf(), "set_requires_grad: only leaf tensors can change requires_grad");
+  impl().requires_grad = r;
+  return *this;
+}
+
+void Tensor::register_grad_ready_hook(GradReadyHook hook) {
+  COHORT_CHECK_ARG(is_leaf() && requires_grad(),
+                   "register_grad_ready_hook: needs a leaf tensor with requires_grad");
+  impl().grad_ready_hooks.push_back(std::move(hook));
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor[undefined]";
+  std::ostringstream os;
+  os << "Tensor[" << dtype_name(dtype()) << " " << shape_str(shape());
+  std::vector<double> v = to_vector<double>();
+  os << " {";
+  for (size_t i = 0; i < v.size() && i < 8; ++i) os << (i ? ", " : "") << v[i];
+  if (v.size() > 8) os << ", ...";
+  os << "}]";
+  return os.str();
+}
+
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape)
+    COHORT_CHECK_ARG(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device);
+  t->shape = shape;
+  t->strides = contiguous_strides(shape);
+  t->dtype = dtype;
+  return Tensor(std::move(t));
+}
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  std::memset(t.raw_data(), 0, t.nbytes());
+  return t;
+}
+Tensor ones(const Shape& shape, DType dtype, Device device) {
+  return empty(shape, dtype, device).fill_(1.0);
+}
+Tensor full(const Shape& shape, double value, DType dtype) {
+  return empty(shape, dtype).fill_(value);
+}
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+
+Tensor from_vector(const std::vector<float>& values, const Shape& shape) {
+  COHORT_CHECK_ARG(int64_t(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
+                   " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape);
+  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape) {
+  COHORT_CHECK_ARG(int64_t(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
+                   " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, DType::i64);
+  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));
+  return t;
+}
+
+Tensor arange(int64_t n, DType dtype) {
+  Tensor f = empty({n}, DType::f64);
+  double* p = f.data<double>();
+  for (int64_t i = 0; i < n; ++i) p[i] = double(i);
+  if (dtype == DType::f64) return f;
+  Tensor out = empty({n}, dtype);
+  out.copy_(f);
+  return out;
+}
+
+namespace {
+template <typename Fn>
+Tensor random_fill(const Shape& shape, Fn value_at) {
+  Tensor t = empty(shape);
+  float* p = t.data<float>();
+  parallel_for(0, t.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) p[i] = value_at(uint64_t(i));
+  });
+  return t;
+}
+}  // namespace
+
+Tensor rand(const Shape& shape, uint64_t seed) {
+  Philox g(seed);
+  return random_fill(shape, [&](uint64_t i) { return g.uniform(i); });
+}
+Tensor randn(const Shape& shape, uint64_t seed) {
+  Philox g(seed);
+  return random_fill(shape, [&](uint64_t i) { return g.normal(i); });
+}
+Tensor uniform(const Shape& shape, double lo, double hi, uint64_t seed) {
+  Philox g(seed);
+  float a = float(lo), w = float(hi - lo);
+  return random_fill(shape, [&](uint64_t i) { return a + w * g.uniform(i); });
+}
+
+}  // namespace cohort

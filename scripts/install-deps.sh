@@ -9,7 +9,7 @@ PACKAGES=(
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
-  dataset-fashion-mnist bible-kjv-text
+  dataset-fashion-mnist bible-kjv-text bible-kjv
   iproute2 procps
 )
 # The benchmark peer (never a dependency of cohort itself); skipped with COHORT_NO_PEERS=1.

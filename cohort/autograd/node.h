@@ -37,6 +37,9 @@ class Node {
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   void set_next_edges(std::vector<Edge> e) { next_edges_ = std::move(e); }
   uint32_t num_outputs() const { return num_outputs_; }
+  // Whether input i needs a gradient at all; backward skips work for those that do not
+  // (linear's dx for the first layer, for example).
+  bool needs_grad(size_t i) const { return i < next_edges_.size() && next_edges_[i].fn; }
   // Creation order; backward runs later nodes first, as PyTorch does, so parameters used last
   // in forward get their gradients first (what DDP's bucket order relies on).
   uint64_t sequence_nr() const { return sequence_nr_; }

@@ -1,0 +1,34 @@
+#pragma once
+// The dataset interface the Loader pulls batches from.
+//
+// A dataset is an indexable collection of samples. The Loader asks for whole batches (a list of
+// indices) rather than single samples so that a dataset can assemble a batch in one tight loop
+// straight into the output tensor: no per-sample Tensor, no per-sample allocation.
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "cohort/tensor/tensor.h"
+
+namespace cohort::data {
+
+// One batch of B samples. x holds the inputs: float32 features or images ([B, ...]), or int64
+// token ids for text ([B, T]). y holds int64 targets: class labels [B] or next tokens [B, T].
+struct Batch {
+  Tensor x;
+  Tensor y;
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  // Samples indices[0], indices[1], ... stacked along dim 0. Called from the Loader's prefetch
+  // thread, so implementations must be safe to call concurrently (they only read).
+  virtual Batch get_batch(std::span<const int64_t> indices) const = 0;
+};
+
+// Throws InvalidArgument naming `what` when an index is outside [0, size) or the list is empty.
+void check_batch_indices(std::span<const int64_t> indices, int64_t size, const std::string& what);
+
+}  // namespace cohort::data

@@ -1,0 +1,67 @@
+#include "cohort/optim/clip.h"
+
+#include <cmath>
+
+#include "cohort/autograd/node.h"
+#include "cohort/kernels/cpu/simd.h"
+
+namespace cohort::optim {
+namespace {
+
+// x [n]: sum of squares with 8 independent double accumulators (vectorisable, fixed order).
+COHORT_SIMD_CLONES
+double sum_squares(const float* __restrict x, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += double(x[i + k]) * double(x[i + k]);
+  for (; i < n; ++i) acc[0] += double(x[i]) * double(x[i]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+COHORT_SIMD_CLONES
+void scale(float* __restrict x, int64_t n, float c) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= c;
+}
+
+Tensor checked_grad(const Tensor& p) {
+  Tensor g = p.grad();
+  if (!g.defined()) return g;
+  COHORT_CHECK_ARG(g.dtype() == DType::f32 && g.is_contiguous(),
+                   "clip_grad_norm: gradients must be contiguous float32, got ", g.str());
+  return g;
+}
+
+}  // namespace
+
+double grad_norm(const std::vector<Tensor>& params) {
+  double total = 0;
+  for (const Tensor& p : params) {
+    Tensor g = checked_grad(p);
+    if (g.defined()) total += sum_squares(g.data<float>(), g.numel());
+  }
+  return std::sqrt(total);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  COHORT_CHECK_ARG(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  double total = grad_norm(params);
+  double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0 || !std::isfinite(total)) {
+    autograd::NoGradGuard no_grad;
+    for (const Tensor& p : params) {
+      Tensor g = checked_grad(p);
+      if (g.defined()) scale(g.data<float>(), g.numel(), float(coef));
+    }
+  }
+  return total;
+}
+
+double clip_grad_norm(const NamedParams& params, double max_norm) {
+  std::vector<Tensor> ts;
+  ts.reserve(params.size());
+  for (const auto& [name, t] : params) ts.push_back(t);
+  return clip_grad_norm(ts, max_norm);
+}
+
+}  // namespace cohort::optim

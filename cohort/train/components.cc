@@ -1,0 +1,118 @@
+#include "cohort/train/components.h"
+
+#include "cohort/data/fashion_mnist.h"
+#include "cohort/data/synthetic.h"
+#include "cohort/data/text.h"
+#include "cohort/nn/models/cnn.h"
+#include "cohort/nn/models/gpt.h"
+#include "cohort/nn/models/mlp.h"
+#include "cohort/optim/adamw.h"
+#include "cohort/optim/sgd.h"
+
+namespace cohort::train {
+
+void check_combination(const Config& cfg) {
+  const std::string& model = cfg.get_string("model.type");
+  const std::string& dataset = cfg.get_string("data.dataset");
+  bool lm = model == "gpt";
+  COHORT_CHECK_ARG(lm == (dataset == "text"), "config: model.type = \"", model,
+                   "\" cannot train on data.dataset = \"", dataset, "\" (", 
+                   lm ? "a GPT needs data.dataset = \"text\"" :
+                        "text data needs model.type = \"gpt\"", ")");
+  if (lm) {
+    COHORT_CHECK_ARG(cfg.get_int("model.n_embd") % cfg.get_int("model.n_head") == 0,
+                     "config: model.n_embd (", cfg.get_int("model.n_embd"),
+                     ") must be divisible by model.n_head (", cfg.get_int("model.n_head"), ")");
+  }
+}
+
+DataSplits make_data(const Config& cfg) {
+  const std::string& dataset = cfg.get_string("data.dataset");
+  bool flat = cfg.get_string("model.type") == "mlp";
+  DataSplits d;
+  if (dataset == "fashion_mnist") {
+    data::FashionMnistOptions o;
+    o.dir = cfg.get_string("data.path");
+    o.mean = float(cfg.get_float("data.mean"));
+    o.std = float(cfg.get_float("data.std"));
+    o.layout = flat ? data::ImageLayout::kFlat : data::ImageLayout::kNCHW;
+    d.train = std::make_shared<data::FashionMNIST>(data::FashionMNIST::train(o));
+    d.eval = std::make_shared<data::FashionMNIST>(data::FashionMNIST::test(o));
+    d.eval_name = "test";
+  } else if (dataset == "synthetic") {
+    data::SyntheticOptions o;
+    o.num_samples = cfg.get_int("data.synthetic_samples");
+    o.shape = flat ? Shape{784} : Shape{1, 28, 28};
+    o.num_classes = 10;
+    o.seed = uint64_t(cfg.get_int("run.seed"));
+    d.train = std::make_shared<data::Synthetic>(o);
+    o.num_samples = std::max<int64_t>(1, o.num_samples / 4);
+    o.seed += 1000003;  // a held-out draw of the same classes
+    d.eval = std::make_shared<data::Synthetic>(o);
+    d.eval_name = "test";
+  } else {
+    std::string path = cfg.get_string("data.path");
+    if (path.empty()) path = data::kjv_path();
+    data::TextOptions o;
+    o.block_size = cfg.get_int("model.block_size");
+    o.val_fraction = cfg.get_float("data.val_fraction");
+    data::TextSplits s = data::load_text(path, o);
+    d.train = std::make_shared<data::TextDataset>(std::move(s.train));
+    d.eval = std::make_shared<data::TextDataset>(std::move(s.validation));
+    d.is_text = true;
+    d.eval_name = "validation";
+  }
+  return d;
+}
+
+std::shared_ptr<nn::Module> make_model(const Config& cfg) {
+  const std::string& type = cfg.get_string("model.type");
+  uint64_t seed = uint64_t(cfg.get_int("run.seed"));
+  if (type == "mlp") {
+    std::vector<int64_t> sizes{784};
+    for (int64_t h : cfg.get_int_list("model.hidden")) sizes.push_back(h);
+    sizes.push_back(10);
+    return std::make_shared<nn::MLP>(sizes, nn::MlpOptions{seed});
+  }
+  if (type == "cnn") return std::make_shared<nn::CNN>(nn::CnnOptions{seed});
+  nn::GptOptions o;
+  o.n_layer = cfg.get_int("model.n_layer");
+  o.n_head = cfg.get_int("model.n_head");
+  o.n_embd = cfg.get_int("model.n_embd");
+  o.block_size = cfg.get_int("model.block_size");
+  o.dropout = cfg.get_float("model.dropout");
+  o.seed = seed;
+  return std::make_shared<nn::GPT>(o);
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& cfg, nn::Module& model) {
+  if (cfg.get_string("optim.name") == "sgd") {
+    optim::SgdOptions o;
+    o.lr = cfg.get_float("optim.lr");
+    o.momentum = cfg.get_float("optim.momentum");
+    o.nesterov = cfg.get_bool("optim.nesterov");
+    o.weight_decay = cfg.get_float("optim.weight_decay");
+    return std::make_unique<optim::SGD>(model.named_parameters(), o);
+  }
+  optim::AdamWOptions o;
+  o.lr = cfg.get_float("optim.lr");
+  o.betas = {cfg.get_float("optim.beta1"), cfg.get_float("optim.beta2")};
+  o.eps = cfg.get_float("optim.eps");
+  o.weight_decay = cfg.get_float("optim.weight_decay");
+  return std::make_unique<optim::AdamW>(model.named_parameters(), o);
+}
+
+std::unique_ptr<optim::LrSchedule> make_schedule(const Config& cfg, int64_t total_steps) {
+  const std::string& name = cfg.get_string("optim.schedule");
+  double lr = cfg.get_float("optim.lr");
+  if (name == "step")
+    return std::make_unique<optim::StepLr>(
+        optim::StepLrOptions{lr, cfg.get_int("optim.step_size"), cfg.get_float("optim.gamma")});
+  if (name == "cosine")
+    return std::make_unique<optim::WarmupCosineLr>(optim::WarmupCosineOptions{
+        lr, cfg.get_int("optim.warmup_steps"), std::max<int64_t>(1, total_steps),
+        cfg.get_float("optim.min_lr")});
+  return std::make_unique<optim::ConstantLr>(lr);
+}
+
+}  // namespace cohort::train

@@ -1,0 +1,35 @@
+#pragma once
+// Progress output for `cohort train`: a live one-line bar on a terminal (epoch, step, loss,
+// samples/s, ETA), plain lines every `log_every` steps when output goes to a file or pipe.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace cohort::train {
+
+enum class ProgressMode { kBar, kPlain, kNone };
+// "auto" picks kBar when stdout is a terminal, else kPlain.
+ProgressMode progress_mode(const std::string& setting);
+
+class Progress {
+ public:
+  Progress(ProgressMode mode, int64_t total_steps, int64_t log_every);
+  // Called after each step; cheap when nothing is printed.
+  void step(int64_t step, int64_t epoch, double loss, double samples_per_s);
+  // A line that must not be overwritten by the bar (evaluation results, warnings).
+  void line(const std::string& text);
+  void finish();
+
+ private:
+  void draw(int64_t step, int64_t epoch, double loss, double samples_per_s);
+  ProgressMode mode_;
+  int64_t total_;
+  int64_t log_every_;
+  bool bar_visible_ = false;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+// "1h02m", "3m05s", "12s".
+std::string format_duration(double seconds);
+
+}  // namespace cohort::train

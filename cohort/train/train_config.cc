@@ -1,0 +1,89 @@
+#include "cohort/train/train_config.h"
+
+#include <filesystem>
+#include <toml++/toml.h>
+
+#include "cohort/core/error.h"
+
+extern char** environ;
+
+namespace cohort::train {
+namespace {
+
+std::string where(const std::string& path, const toml::source_region& src) {
+  return detail::str(path, ":", src.begin.line, ":", src.begin.column);
+}
+
+ConfigValue toml_value(const toml::node& n, const std::string& origin, const std::string& key) {
+  if (auto v = n.value_exact<bool>()) return *v;
+  if (auto v = n.value_exact<int64_t>()) return *v;
+  if (auto v = n.value_exact<double>()) return *v;
+  if (auto v = n.value_exact<std::string>()) return *v;
+  if (const toml::array* a = n.as_array()) {
+    std::vector<int64_t> out;
+    for (const toml::node& e : *a) {
+      auto i = e.value_exact<int64_t>();
+      COHORT_CHECK_ARG(i.has_value(), origin, ": key '", key, "' must be a list of integers");
+      out.push_back(*i);
+    }
+    return out;
+  }
+  throw InvalidArgument(detail::str(origin, ": key '", key, "' has an unsupported value type"));
+}
+
+void apply_table(Config& cfg, const toml::table& t, const std::string& prefix,
+                 const std::string& path) {
+  for (const auto& [k, node] : t) {
+    std::string name = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    std::string origin = where(path, node.source());
+    if (const toml::table* sub = node.as_table()) {
+      apply_table(cfg, *sub, name, path);
+      continue;
+    }
+    cfg.set(name, toml_value(node, origin, name), origin);
+  }
+}
+
+}  // namespace
+
+void apply_overrides(Config& cfg, const std::vector<std::string>& overrides) {
+  for (const auto& o : overrides) {
+    size_t eq = o.find('=');
+    COHORT_CHECK_ARG(eq != std::string::npos && eq > 0, "--set '", o,
+                     "': expected key=value, e.g. --set optim.lr=0.1");
+    cfg.set_from_string(o.substr(0, eq), o.substr(eq + 1), "--set " + o);
+  }
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   const std::map<std::string, std::string>& env) {
+  Config cfg(train_registry());
+  cfg.apply_env(env);
+  if (!path.empty()) {
+    COHORT_CHECK_ARG(std::filesystem::exists(path), "config file '", path, "' does not exist");
+    toml::table table;
+    try {
+      table = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      throw InvalidArgument(detail::str(where(path, e.source()), ": invalid TOML: ",
+                                        e.description()));
+    }
+    apply_table(cfg, table, "", path);
+  }
+  apply_overrides(cfg, overrides);
+  if (cfg.get_string("run.name").empty() && !path.empty())
+    cfg.set("run.name", std::filesystem::path(path).stem().string(), "config file name");
+  return cfg;
+}
+
+std::map<std::string, std::string> environment_snapshot() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string s(*e);
+    size_t eq = s.find('=');
+    if (eq != std::string::npos) env[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  return env;
+}
+
+}  // namespace cohort::train

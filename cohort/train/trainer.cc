@@ -1,0 +1,89 @@
+#include "cohort/train/trainer.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "cohort/autograd/node.h"
+#include "cohort/core/thread_pool.h"
+#include "cohort/data/loader.h"
+#include "cohort/data/text.h"
+#include "cohort/nn/loss.h"
+#include "cohort/nn/models/gpt.h"
+#include "cohort/ops/ops.h"
+#include "cohort/optim/clip.h"
+#include "cohort/train/components.h"
+#include "cohort/train/metrics_log.h"
+#include "cohort/train/progress.h"
+#include "cohort/train/trainer_state.h"
+
+namespace cohort::train {
+
+std::string make_run_dir(const Config& cfg) {
+  std::filesystem::path dir =
+      std::filesystem::path(cfg.get_string("run.dir")) / cfg.get_string("run.name");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  COHORT_CHECK_IO(!ec, "cannot create run directory '", dir.string(), "': ", ec.message());
+  std::ofstream(dir / "config.toml") << cfg.to_toml();
+  return dir.string();
+}
+
+namespace {
+
+// Steps in one pass over the training data: loader batches, or windows for text.
+int64_t steps_per_epoch(const DataSplits& d, int64_t batch, int64_t block) {
+  if (!d.is_text) return d.train->size() / batch;  // the loader drops the ragged last batch
+  auto& text = static_cast<const data::TextDataset&>(*d.train);
+  return std::max<int64_t>(1, text.num_bytes() / (batch * block));
+}
+
+}  // namespace
+
+Trainer::Trainer(const Config& cfg) : s_(std::make_unique<State>(cfg)) {
+  check_combination(cfg);
+  set_num_threads(int(cfg.get_int("run.threads")));
+  s_->batch = cfg.get_int("data.batch_size");
+  s_->data = make_data(cfg);
+  COHORT_CHECK_ARG(s_->data.is_text || s_->data.train->size() >= s_->batch,
+                   "config: data.batch_size ", s_->batch, " is larger than the training set (",
+                   s_->data.train->size(), " samples)");
+  s_->model = make_model(cfg);
+  s_->opt = make_optimizer(cfg, *s_->model);
+  s_->steps_per_epoch = steps_per_epoch(s_->data, s_->batch, cfg.get_int("model.block_size"));
+  int64_t max_steps = cfg.get_int("train.max_steps");
+  s_->total_steps = cfg.get_int("train.epochs") * s_->steps_per_epoch;
+  if (max_steps > 0) s_->total_steps = std::min(s_->total_steps, max_steps);
+  if (s_->data.is_text && max_steps > 0) s_->total_steps = max_steps;
+  s_->schedule = make_schedule(cfg, s_->total_steps);
+}
+
+Trainer::~Trainer() = default;
+nn::Module& Trainer::model() { return *s_->model; }
+
+EvalResult Trainer::evaluate() {
+  autograd::NoGradGuard no_grad;
+  s_->model->eval();
+  int64_t max_batches = s_->cfg.get_int("train.eval_batches");
+  int64_t eval_batch = s_->data.is_text ? s_->batch : std::max<int64_t>(s_->batch, 500);
+  data::Loader loader(s_->data.eval, {.batch = eval_batch, .prefetch = 1});
+  EvalResult r;
+  double loss_sum = 0, correct = 0;
+  int64_t n_batches = 0;
+  for (auto& b : loader) {
+    if (max_batches > 0 && n_batches++ >= max_batches) break;
+    Tensor logits = (*s_->model)(b.x);
+    int64_t n = b.y.numel();
+    loss_sum += double(nn::cross_entropy(logits, b.y).item<float>()) * double(n);
+    r.samples += n;
+    if (!s_->data.is_text) {
+      std::vector<int64_t> pred = ops::argmax(logits, -1).to_vector<int64_t>();
+      std::vector<int64_t> y = b.y.to_vector<int64_t>();
+      for (size_t i = 0; i < y.size(); ++i) correct += pred[i] == y[i];
+    }
+  }
+  r.loss = r.samples ? loss_sum / double(r.samples) : 0;
+  if (!s_->data.is_text) r.accuracy = r.samples ? correct / double(r.samples) : 0;
+  return r;
+}
+}  // namespace cohort::train

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test (CTest, 2 jobs). What CI runs.
+# Tests labelled "slow" (long accuracy runs) are skipped unless COHORT_SLOW_TESTS=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+./scripts/build.sh
+args=(--test-dir build --output-on-failure -j 2 --timeout 600)
+[ "${COHORT_SLOW_TESTS:-0}" = "1" ] || args+=(-LE slow)
+ctest "${args[@]}"

@@ -1,0 +1,16 @@
+#pragma once
+// Subcommand registration. Each add_*_command declares its options on `app` and, when its
+// subcommand is the one parsed, sets handlers.run to the function that does the work.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace cohort::cli {
+
+struct Handlers {
+  std::function<int()> run;
+};
+
+void add_train_command(CLI::App& app, Handlers& h);
+void add_config_command(CLI::App& app, Handlers& h);
+
+}  // namespace cohort::cli

@@ -10,4 +10,17 @@ void check_batch_indices(std::span<const int64_t> indices, int64_t size, const s
   }
 }
 
+Subset::Subset(std::shared_ptr<const Dataset> base, int64_t begin, int64_t end)
+    : base_(std::move(base)), begin_(begin), end_(end) {
+  COHORT_CHECK_ARG(0 <= begin && begin <= end && end <= base_->size(), "Subset: range [", begin,
+                   ", ", end, ") does not fit a dataset of ", base_->size(), " samples");
+}
+
+Batch Subset::get_batch(std::span<const int64_t> indices) const {
+  check_batch_indices(indices, size(), "Subset");
+  std::vector<int64_t> shifted(indices.begin(), indices.end());
+  for (int64_t& i : shifted) i += begin_;
+  return base_->get_batch(shifted);
+}
+
 }  // namespace cohort::data

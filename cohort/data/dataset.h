@@ -5,8 +5,10 @@
 // indices) rather than single samples so that a dataset can assemble a batch in one tight loop
 // straight into the output tensor: no per-sample Tensor, no per-sample allocation.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cohort/tensor/tensor.h"
 
@@ -26,6 +28,18 @@ class Dataset {
   // Samples indices[0], indices[1], ... stacked along dim 0. Called from the Loader's prefetch
   // thread, so implementations must be safe to call concurrently (they only read).
   virtual Batch get_batch(std::span<const int64_t> indices) const = 0;
+};
+
+// Samples [begin, end) of another dataset, renumbered from 0: a held-out split of one draw.
+class Subset final : public Dataset {
+ public:
+  Subset(std::shared_ptr<const Dataset> base, int64_t begin, int64_t end);
+  int64_t size() const override { return end_ - begin_; }
+  Batch get_batch(std::span<const int64_t> indices) const override;
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  int64_t begin_, end_;
 };
 
 // Throws InvalidArgument naming `what` when an index is outside [0, size) or the list is empty.

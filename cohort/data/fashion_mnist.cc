@@ -88,12 +88,17 @@ std::string FashionMNIST::labels_file(Split split) {
 }
 
 std::string FashionMNIST::find_dir(Split split, const FashionMnistOptions& options) {
-  const std::pair<std::string, const char*> candidates[] = {
-      {options.dir, "explicit directory"},
-      {options.config_dir, "directory from config"},
-      {options.default_dir, "default, from Debian's dataset-fashion-mnist"}};
+  struct Candidate {
+    const std::string& dir;
+    const char* origin;
+    bool user_given;
+  };
+  const Candidate candidates[] = {
+      {options.dir, "explicit directory", true},
+      {options.config_dir, "directory from config", true},
+      {options.default_dir, "default, from Debian's dataset-fashion-mnist", false}};
   std::string looked;
-  for (const auto& [dir, origin] : candidates) {
+  for (const auto& [dir, origin, user_given] : candidates) {
     if (dir.empty()) continue;
     std::string missing;
     for (const std::string& name : {images_file(split), labels_file(split)}) {
@@ -104,6 +109,9 @@ std::string FashionMNIST::find_dir(Split split, const FashionMnistOptions& optio
       return dir;
     }
     looked += detail::str(looked.empty() ? "" : "; ", dir, " (", origin, "): missing ", missing);
+    // A directory the user named must hold the data: silently training on another copy
+    // would be worse than stopping.
+    if (user_given) break;
   }
   throw IoError(detail::str("FashionMNIST ", split_name(split), " files not found; looked in ",
                             looked, ". Install dataset-fashion-mnist or pass the directory"));

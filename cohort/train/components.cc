@@ -45,10 +45,12 @@ DataSplits make_data(const Config& cfg) {
     o.shape = flat ? Shape{784} : Shape{1, 28, 28};
     o.num_classes = 10;
     o.seed = uint64_t(cfg.get_int("run.seed"));
-    d.train = std::make_shared<data::Synthetic>(o);
-    o.num_samples = std::max<int64_t>(1, o.num_samples / 4);
-    o.seed += 1000003;  // a held-out draw of the same classes
-    d.eval = std::make_shared<data::Synthetic>(o);
+    // One draw, split: the held-out quarter comes from the same class centres.
+    int64_t n_train = o.num_samples;
+    o.num_samples += std::max<int64_t>(1, n_train / 4);
+    auto all = std::make_shared<data::Synthetic>(o);
+    d.train = std::make_shared<data::Subset>(all, 0, n_train);
+    d.eval = std::make_shared<data::Subset>(all, n_train, o.num_samples);
     d.eval_name = "test";
   } else {
     std::string path = cfg.get_string("data.path");

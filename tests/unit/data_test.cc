@@ -162,17 +162,24 @@ TEST(FashionMnist, DiscoveryOrderAndErrorListingPlaces) {
   using S = FashionMNIST::Split;
   write_pair(dir.file("b/" + FashionMNIST::images_file(S::kTest)),
              dir.file("b/" + FashionMNIST::labels_file(S::kTest)), 3);
+  // The config directory is used when no explicit one is given.
+  FashionMnistOptions from_config{.config_dir = dir.file("b"), .default_dir = dir.file("missing")};
+  EXPECT_EQ(FashionMNIST::find_dir(S::kTest, from_config), dir.file("b"));
+  EXPECT_EQ(FashionMNIST::test(from_config).size(), 3);
+  // A directory the user named must hold the files: no silent fallback to another copy.
   FashionMnistOptions opts{
       .dir = dir.file("a"), .config_dir = dir.file("b"), .default_dir = dir.file("missing")};
-  EXPECT_EQ(FashionMNIST::find_dir(S::kTest, opts), dir.file("b"));
-  EXPECT_EQ(FashionMNIST::test(opts).size(), 3);
+  expect_error<IoError>([&] { FashionMNIST::find_dir(S::kTest, opts); },
+                        {dir.file("a"), "explicit directory", "t10k-images-idx3-ubyte.gz"});
   // An explicit directory that holds the files wins over the config one.
   write_pair(dir.file("a/" + FashionMNIST::images_file(S::kTest)),
              dir.file("a/" + FashionMNIST::labels_file(S::kTest)), 2);
   EXPECT_EQ(FashionMNIST::test(opts).size(), 2);
-  expect_error<IoError>([&] { FashionMNIST::train(opts); },
-                        {dir.file("a"), dir.file("b"), dir.file("missing"),
-                         "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"});
+  // Nothing given: every place looked at is listed.
+  FashionMnistOptions none{.default_dir = dir.file("missing")};
+  expect_error<IoError>([&] { FashionMNIST::train(none); },
+                        {dir.file("missing"), "train-images-idx3-ubyte.gz",
+                         "train-labels-idx1-ubyte.gz"});
 }
 
 TEST(FashionMnist, RealFilesIfInstalled) {

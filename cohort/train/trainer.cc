@@ -33,7 +33,7 @@ namespace {
 
 // Steps in one pass over the training data: loader batches, or windows for text.
 int64_t steps_per_epoch(const DataSplits& d, int64_t batch, int64_t block) {
-  if (!d.is_text) return d.train->size() / batch;  // the loader drops the ragged last batch
+  if (!d.is_text) return (d.train->size() + batch - 1) / batch;  // last batch may be short
   auto& text = static_cast<const data::TextDataset&>(*d.train);
   return std::max<int64_t>(1, text.num_bytes() / (batch * block));
 }

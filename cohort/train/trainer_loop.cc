@@ -100,7 +100,7 @@ void Trainer::run_epochs(Progress& p) {
   data::Loader loader(s.data.train, {.batch = s.batch,
                                      .shuffle = s.cfg.get_bool("data.shuffle"),
                                      .seed = uint64_t(s.cfg.get_int("run.seed")),
-                                     .drop_last = true,
+                                     .drop_last = false,
                                      .prefetch = int(s.cfg.get_int("data.prefetch"))});
   bool more = s.total_steps > 0;
   for (int64_t epoch = 0; more && epoch < s.cfg.get_int("train.epochs"); ++epoch) {

@@ -24,9 +24,7 @@ class ResidualBlock : public nn::Module {
     fc1_ = register_module("fc1", std::make_shared<nn::Linear>(width, 2 * width));
     fc2_ = register_module("fc2", std::make_shared<nn::Linear>(2 * width, width));
   }
-  Tensor forward(const Tensor& x) override {
-    return x + (*fc2_)(ops::gelu((*fc1_)((*norm_)(x))));
-  }
+  Tensor forward(const Tensor& x) override { return x + (*fc2_)(ops::gelu((*fc1_)((*norm_)(x)))); }
   std::string type_name() const override { return "ResidualBlock"; }
 
  private:

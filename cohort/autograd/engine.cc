@@ -64,8 +64,10 @@ void backward(const Tensor& root, const Tensor& grad_output) {
                    "backward: the tensor does not require grad and has no grad_fn");
   Tensor seed = grad_output;
   if (!seed.defined()) {
-    COHORT_CHECK_ARG(root.numel() == 1, "backward: grad can be implied only for a tensor with one "
-                     "element, got shape ", shape_str(root.shape()));
+    COHORT_CHECK_ARG(root.numel() == 1,
+                     "backward: grad can be implied only for a tensor with one "
+                     "element, got shape ",
+                     shape_str(root.shape()));
     seed = ones(root.shape());
   }
   COHORT_CHECK_ARG(seed.shape() == root.shape(), "backward: grad_output shape ",
@@ -107,5 +109,7 @@ void backward(const Tensor& root, const Tensor& grad_output) {
 }  // namespace cohort::autograd
 
 namespace cohort {
-void Tensor::backward(const Tensor& grad_output) const { autograd::backward(*this, grad_output); }
+void Tensor::backward(const Tensor& grad_output) const {
+  autograd::backward(*this, grad_output);
+}
 }  // namespace cohort

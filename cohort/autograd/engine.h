@@ -15,6 +15,6 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor());
 
 // Raw (graph-free) helpers used by the engine and by backward functions.
 Tensor add_raw(const Tensor& a, const Tensor& b);  // same shape, f32
-void add_into(Tensor& acc, const Tensor& g);        // acc += g, same shape, f32
+void add_into(Tensor& acc, const Tensor& g);       // acc += g, same shape, f32
 
 }  // namespace cohort::autograd

@@ -32,9 +32,15 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   return {};
 }
 
-bool grad_enabled() { return t_grad_enabled; }
-NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+bool grad_enabled() {
+  return t_grad_enabled;
+}
+NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) {
+  t_grad_enabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  t_grad_enabled = prev_;
+}
 
 Edge gradient_edge(const Tensor& t) {
   TensorImpl& impl = t.impl();

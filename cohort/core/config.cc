@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <string_view>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 #include "cohort/core/error.h"
 
@@ -14,11 +14,16 @@ namespace cohort {
 
 const char* config_type_name(ConfigType t) {
   switch (t) {
-    case ConfigType::kBool: return "bool";
-    case ConfigType::kInt: return "int";
-    case ConfigType::kFloat: return "float";
-    case ConfigType::kString: return "string";
-    case ConfigType::kIntList: return "int list";
+    case ConfigType::kBool:
+      return "bool";
+    case ConfigType::kInt:
+      return "int";
+    case ConfigType::kFloat:
+      return "float";
+    case ConfigType::kString:
+      return "string";
+    case ConfigType::kIntList:
+      return "int list";
   }
   return "?";
 }
@@ -40,8 +45,10 @@ std::string config_value_str(const ConfigValue& v) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, bool>) os << (x ? "true" : "false");
-        else if constexpr (std::is_same_v<T, std::string>) os << '"' << x << '"';
+        if constexpr (std::is_same_v<T, bool>)
+          os << (x ? "true" : "false");
+        else if constexpr (std::is_same_v<T, std::string>)
+          os << '"' << x << '"';
         else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           os << "[";
           for (size_t i = 0; i < x.size(); ++i) os << (i ? ", " : "") << x[i];
@@ -51,7 +58,8 @@ std::string config_value_str(const ConfigValue& v) {
           auto r = std::to_chars(buf, buf + sizeof buf, x);
           os << std::string_view(buf, size_t(r.ptr - buf));
           if (os.str().find_first_of(".eE") == std::string::npos && std::isfinite(x)) os << ".0";
-        } else os << x;
+        } else
+          os << x;
       },
       v);
   return os.str();
@@ -97,7 +105,8 @@ std::string ConfigRegistry::markdown() const {
        << config_value_str(k.default_value) << "` | " << k.doc;
     if (!k.choices.empty()) {
       os << " One of:";
-      for (size_t i = 0; i < k.choices.size(); ++i) os << (i ? ", " : " ") << "`" << k.choices[i] << "`";
+      for (size_t i = 0; i < k.choices.size(); ++i)
+        os << (i ? ", " : " ") << "`" << k.choices[i] << "`";
       os << ".";
     }
     if (k.min || k.max) {

@@ -52,8 +52,7 @@ class Config {
   // came from ("examples/a.toml", "--set", "env COHORT_X") for error messages.
   void set(const std::string& name, const ConfigValue& value, const std::string& origin);
   // Parses text for the key's type ("0.1", "true", "[512, 256]", "adamw") and sets it.
-  void set_from_string(const std::string& name, const std::string& text,
-                       const std::string& origin);
+  void set_from_string(const std::string& name, const std::string& text, const std::string& origin);
   // Reads variables of keys that declare one from `env` (a snapshot of the environment).
   void apply_env(const std::map<std::string, std::string>& env);
 

@@ -26,11 +26,16 @@ ConfigValue coerce(const ConfigKey& k, const ConfigValue& v, const std::string& 
   const char* got = std::visit(
       [](const auto& x) -> const char* {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, bool>) return "bool";
-        else if constexpr (std::is_same_v<T, int64_t>) return "int";
-        else if constexpr (std::is_same_v<T, double>) return "float";
-        else if constexpr (std::is_same_v<T, std::string>) return "string";
-        else return "int list";
+        if constexpr (std::is_same_v<T, bool>)
+          return "bool";
+        else if constexpr (std::is_same_v<T, int64_t>)
+          return "int";
+        else if constexpr (std::is_same_v<T, double>)
+          return "float";
+        else if constexpr (std::is_same_v<T, std::string>)
+          return "string";
+        else
+          return "int list";
       },
       v);
   switch (k.type) {
@@ -68,8 +73,8 @@ void validate(const ConfigKey& k, const ConfigValue& v, const std::string& origi
     std::string all;
     for (const auto& c : k.choices) ok = ok || c == *s, all += (all.empty() ? "" : ", ") + c;
     if (!ok)
-      throw InvalidArgument(detail::str(origin, ": key '", k.name, "' = \"", *s,
-                                        "\" is not one of: ", all));
+      throw InvalidArgument(
+          detail::str(origin, ": key '", k.name, "' = \"", *s, "\" is not one of: ", all));
   }
   if (auto* i = std::get_if<int64_t>(&v)) check_range(k, double(*i), origin);
   if (auto* d = std::get_if<double>(&v)) check_range(k, *d, origin);
@@ -98,7 +103,8 @@ ConfigValue parse_text(const ConfigKey& k, const std::string& text, const std::s
       if (text.empty() || *end) throw bad();
       return x;
     }
-    case ConfigType::kString: return text;
+    case ConfigType::kString:
+      return text;
     case ConfigType::kIntList: {
       std::string t = text;
       for (char& c : t)
@@ -153,7 +159,10 @@ void Config::apply_env(const std::map<std::string, std::string>& env) {
   }
 }
 
-bool Config::get_bool(const std::string& n) const { key(n); return std::get<bool>(values_.at(n)); }
+bool Config::get_bool(const std::string& n) const {
+  key(n);
+  return std::get<bool>(values_.at(n));
+}
 int64_t Config::get_int(const std::string& n) const {
   key(n);
   return std::get<int64_t>(values_.at(n));
@@ -170,7 +179,9 @@ const std::vector<int64_t>& Config::get_int_list(const std::string& n) const {
   key(n);
   return std::get<std::vector<int64_t>>(values_.at(n));
 }
-bool Config::is_set(const std::string& n) const { return origins_.count(n) > 0; }
+bool Config::is_set(const std::string& n) const {
+  return origins_.count(n) > 0;
+}
 
 std::string Config::to_toml() const {
   std::ostringstream os;

@@ -45,11 +45,12 @@ std::string str(const Args&... args) {
 }  // namespace cohort
 
 // COHORT_CHECK(cond, ErrorType, message parts...): throws ErrorType("message") when cond is false.
-#define COHORT_CHECK_T(cond, ErrorType, ...)                   \
-  do {                                                         \
+#define COHORT_CHECK_T(cond, ErrorType, ...)                          \
+  do {                                                                \
     if (!(cond)) throw ErrorType(::cohort::detail::str(__VA_ARGS__)); \
   } while (0)
 #define COHORT_CHECK_ARG(cond, ...) COHORT_CHECK_T(cond, ::cohort::InvalidArgument, __VA_ARGS__)
 #define COHORT_CHECK_IO(cond, ...) COHORT_CHECK_T(cond, ::cohort::IoError, __VA_ARGS__)
-#define COHORT_INTERNAL(cond, ...) \
-  COHORT_CHECK_T(cond, ::cohort::Internal, "internal error at ", __FILE__, ":", __LINE__, ": ", __VA_ARGS__)
+#define COHORT_INTERNAL(cond, ...)                                                              \
+  COHORT_CHECK_T(cond, ::cohort::Internal, "internal error at ", __FILE__, ":", __LINE__, ": ", \
+                 __VA_ARGS__)

@@ -28,19 +28,29 @@ std::mutex g_write_mu;  // keeps lines from interleaving across threads
 
 const char* level_name(Level l) {
   switch (l) {
-    case Level::kDebug: return "D";
-    case Level::kInfo: return "I";
-    case Level::kWarn: return "W";
-    case Level::kError: return "E";
+    case Level::kDebug:
+      return "D";
+    case Level::kInfo:
+      return "I";
+    case Level::kWarn:
+      return "W";
+    case Level::kError:
+      return "E";
   }
   return "?";
 }
 
 }  // namespace
 
-void set_level(Level l) { current_level().store(l); }
-Level level() { return current_level().load(std::memory_order_relaxed); }
-void set_rank(int rank) { g_rank.store(rank); }
+void set_level(Level l) {
+  current_level().store(l);
+}
+Level level() {
+  return current_level().load(std::memory_order_relaxed);
+}
+void set_rank(int rank) {
+  g_rank.store(rank);
+}
 
 void write(Level l, std::string_view sub, const std::string& message) {
   using namespace std::chrono;

@@ -123,7 +123,9 @@ int default_num_threads() {
   return std::max(1, cores / local);
 }
 
-int num_threads() { return pool().size(); }
+int num_threads() {
+  return pool().size();
+}
 
 void set_num_threads(int n) {
   if (n <= 0) n = default_num_threads();

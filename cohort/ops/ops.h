@@ -52,7 +52,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
 // ---- matmul (matmul.cc, OpenBLAS sgemm) ----
 // [M, K] x [K, N] -> [M, N];  [B, M, K] x [B, K, N] -> [B, M, N];  [B, M, K] x [K, N] -> [B, M, N]
 Tensor matmul(const Tensor& a, const Tensor& b);
-// x [..., in], weight [out, in], bias [out] or undefined -> [..., out]  (as torch.nn.functional.linear)
+// x [..., in], weight [out, in], bias [out] or undefined -> [..., out]  (as
+// torch.nn.functional.linear)
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- convolution and pooling (conv.cc) ----
@@ -94,14 +95,34 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 
 namespace cohort {
 // Operators on tensors, for readable model code: (x - mu) * rstd.
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
-inline Tensor operator+(const Tensor& a, double s) { return ops::add_scalar(a, s); }
-inline Tensor operator-(const Tensor& a, double s) { return ops::add_scalar(a, -s); }
-inline Tensor operator*(const Tensor& a, double s) { return ops::mul_scalar(a, s); }
-inline Tensor operator/(const Tensor& a, double s) { return ops::mul_scalar(a, 1.0 / s); }
-inline Tensor operator*(double s, const Tensor& a) { return ops::mul_scalar(a, s); }
-inline Tensor operator-(const Tensor& a) { return ops::neg(a); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) {
+  return ops::add(a, b);
+}
+inline Tensor operator-(const Tensor& a, const Tensor& b) {
+  return ops::sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, const Tensor& b) {
+  return ops::mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, const Tensor& b) {
+  return ops::div(a, b);
+}
+inline Tensor operator+(const Tensor& a, double s) {
+  return ops::add_scalar(a, s);
+}
+inline Tensor operator-(const Tensor& a, double s) {
+  return ops::add_scalar(a, -s);
+}
+inline Tensor operator*(const Tensor& a, double s) {
+  return ops::mul_scalar(a, s);
+}
+inline Tensor operator/(const Tensor& a, double s) {
+  return ops::mul_scalar(a, 1.0 / s);
+}
+inline Tensor operator*(double s, const Tensor& a) {
+  return ops::mul_scalar(a, s);
+}
+inline Tensor operator-(const Tensor& a) {
+  return ops::neg(a);
+}
 }  // namespace cohort

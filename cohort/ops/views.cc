@@ -21,8 +21,8 @@ Shape infer_shape(const Shape& want, int64_t numel, const Shape& from) {
     }
   }
   if (infer_at >= 0) {
-    COHORT_CHECK_ARG(known > 0 && numel % known == 0, "reshape: cannot reshape ",
-                     shape_str(from), " into ", shape_str(want));
+    COHORT_CHECK_ARG(known > 0 && numel % known == 0, "reshape: cannot reshape ", shape_str(from),
+                     " into ", shape_str(want));
     s[size_t(infer_at)] = numel / known;
   }
   COHORT_CHECK_ARG(shape_numel(s) == numel, "reshape: cannot reshape ", shape_str(from), " (",
@@ -150,13 +150,21 @@ Tensor contiguous(const Tensor& x) {
 
 namespace cohort {
 
-Tensor Tensor::reshape(const Shape& s) const { return ops::reshape(*this, s); }
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return ops::transpose(*this, d0, d1); }
-Tensor Tensor::permute(const std::vector<int64_t>& d) const { return ops::permute(*this, d); }
+Tensor Tensor::reshape(const Shape& s) const {
+  return ops::reshape(*this, s);
+}
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  return ops::transpose(*this, d0, d1);
+}
+Tensor Tensor::permute(const std::vector<int64_t>& d) const {
+  return ops::permute(*this, d);
+}
 Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
   return ops::slice(*this, dim, start, end, step);
 }
-Tensor Tensor::contiguous() const { return ops::contiguous(*this); }
+Tensor Tensor::contiguous() const {
+  return ops::contiguous(*this);
+}
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});

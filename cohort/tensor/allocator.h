@@ -10,10 +10,10 @@
 namespace cohort {
 
 struct AllocatorStats {
-  uint64_t system_allocs = 0;   // blocks obtained from the OS (aligned_alloc)
-  uint64_t cache_hits = 0;      // blocks served from the free lists
-  uint64_t bytes_in_use = 0;    // handed out, not yet returned
-  uint64_t bytes_cached = 0;    // returned, kept for reuse
+  uint64_t system_allocs = 0;  // blocks obtained from the OS (aligned_alloc)
+  uint64_t cache_hits = 0;     // blocks served from the free lists
+  uint64_t bytes_in_use = 0;   // handed out, not yet returned
+  uint64_t bytes_cached = 0;   // returned, kept for reuse
 };
 
 class CpuAllocator {

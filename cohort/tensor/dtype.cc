@@ -6,26 +6,40 @@ namespace cohort {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::u8: return 1;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::f16:
+      return 2;
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::u8:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::f16: return "float16";
-    case DType::bf16: return "bfloat16";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    case DType::u8: return "uint8";
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::f16:
+      return "float16";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::u8:
+      return "uint8";
   }
   return "?";
 }
@@ -67,8 +81,8 @@ Float16::operator float() const {
     std::memcpy(&out, &u, 4);
     return out;
   }
-  uint32_t u = exp == 31 ? (sign | 0x7f800000u | (man << 13))
-                         : (sign | ((exp + 112u) << 23) | (man << 13));
+  uint32_t u =
+      exp == 31 ? (sign | 0x7f800000u | (man << 13)) : (sign | ((exp + 112u) << 23) | (man << 13));
   std::memcpy(&out, &u, 4);
   return out;
 }

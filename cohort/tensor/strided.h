@@ -43,15 +43,43 @@ void for_each_offset(const Shape& shape, const std::array<const Shape*, K>& stri
 }
 
 // Runs `body` with T bound to the C++ type of `dtype`.
-#define COHORT_DISPATCH(dtype, T, ...)                                    \
-  switch (dtype) {                                                        \
-    case ::cohort::DType::f32: { using T = float; __VA_ARGS__; break; }    \
-    case ::cohort::DType::f64: { using T = double; __VA_ARGS__; break; }   \
-    case ::cohort::DType::f16: { using T = ::cohort::Float16; __VA_ARGS__; break; } \
-    case ::cohort::DType::bf16: { using T = ::cohort::BFloat16; __VA_ARGS__; break; } \
-    case ::cohort::DType::i32: { using T = int32_t; __VA_ARGS__; break; }  \
-    case ::cohort::DType::i64: { using T = int64_t; __VA_ARGS__; break; }  \
-    case ::cohort::DType::u8: { using T = uint8_t; __VA_ARGS__; break; }   \
+#define COHORT_DISPATCH(dtype, T, ...) \
+  switch (dtype) {                     \
+    case ::cohort::DType::f32: {       \
+      using T = float;                 \
+      __VA_ARGS__;                     \
+      break;                           \
+    }                                  \
+    case ::cohort::DType::f64: {       \
+      using T = double;                \
+      __VA_ARGS__;                     \
+      break;                           \
+    }                                  \
+    case ::cohort::DType::f16: {       \
+      using T = ::cohort::Float16;     \
+      __VA_ARGS__;                     \
+      break;                           \
+    }                                  \
+    case ::cohort::DType::bf16: {      \
+      using T = ::cohort::BFloat16;    \
+      __VA_ARGS__;                     \
+      break;                           \
+    }                                  \
+    case ::cohort::DType::i32: {       \
+      using T = int32_t;               \
+      __VA_ARGS__;                     \
+      break;                           \
+    }                                  \
+    case ::cohort::DType::i64: {       \
+      using T = int64_t;               \
+      __VA_ARGS__;                     \
+      break;                           \
+    }                                  \
+    case ::cohort::DType::u8: {        \
+      using T = uint8_t;               \
+      __VA_ARGS__;                     \
+      break;                           \
+    }                                  \
   }
 
 }  // namespace cohort

@@ -45,14 +45,18 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
   COHORT_CHECK_ARG(device.is_cpu(), "device ", device.str(), " is not available in this build");
   data_ = CpuAllocator::instance().allocate(nbytes, &rounded_);
 }
-Storage::~Storage() { CpuAllocator::instance().deallocate(data_, rounded_); }
+Storage::~Storage() {
+  CpuAllocator::instance().deallocate(data_, rounded_);
+}
 
 TensorImpl& Tensor::impl() const {
   COHORT_CHECK_ARG(impl_ != nullptr, "use of an undefined Tensor");
   return *impl_;
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+int64_t Tensor::size(int64_t d) const {
+  return shape()[normalize_dim(d, dim(), "size")];
+}
 
 bool Tensor::is_contiguous() const {
   int64_t expect = 1;
@@ -65,8 +69,8 @@ bool Tensor::is_contiguous() const {
 }
 
 void Tensor::check_dtype(DType want, const char* what) const {
-  COHORT_CHECK_ARG(dtype() == want, what, ": tensor has dtype ", dtype_name(dtype()),
-                   " but ", dtype_name(want), " was requested");
+  COHORT_CHECK_ARG(dtype() == want, what, ": tensor has dtype ", dtype_name(dtype()), " but ",
+                   dtype_name(want), " was requested");
 }
 
 void* Tensor::raw_data() const {
@@ -75,8 +79,8 @@ void* Tensor::raw_data() const {
 
 template <typename T>
 T Tensor::item() const {
-  COHORT_CHECK_ARG(numel() == 1, "item(): tensor of shape ", shape_str(shape()),
-                   " has ", numel(), " elements, expected 1");
+  COHORT_CHECK_ARG(numel() == 1, "item(): tensor of shape ", shape_str(shape()), " has ", numel(),
+                   " elements, expected 1");
   return to_vector<T>()[0];
 }
 
@@ -108,7 +112,9 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
   return Tensor(std::move(t));
 }
 
-Tensor Tensor::contiguous_raw() const { return is_contiguous() ? detach() : clone_raw(); }
+Tensor Tensor::contiguous_raw() const {
+  return is_contiguous() ? detach() : clone_raw();
+}
 
 Tensor Tensor::clone_raw() const {
   Tensor out = empty(shape(), dtype(), device());
@@ -116,7 +122,9 @@ Tensor Tensor::clone_raw() const {
   return out;
 }
 
-Tensor Tensor::detach() const { return as_strided(shape(), strides(), offset()); }
+Tensor Tensor::detach() const {
+  return as_strided(shape(), strides(), offset());
+}
 
 Tensor& Tensor::set_requires_grad(bool r) {
   COHORT_CHECK_ARG(!r || dtype() == DType::f32 || dtype() == DType::f64,
@@ -166,8 +174,12 @@ Tensor ones(const Shape& shape, DType dtype, Device device) {
 Tensor full(const Shape& shape, double value, DType dtype) {
   return empty(shape, dtype).fill_(value);
 }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor empty_like(const Tensor& t) {
+  return empty(t.shape(), t.dtype(), t.device());
+}
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.shape(), t.dtype(), t.device());
+}
 
 Tensor from_vector(const std::vector<float>& values, const Shape& shape) {
   COHORT_CHECK_ARG(int64_t(values.size()) == shape_numel(shape), "from_vector: ", values.size(),

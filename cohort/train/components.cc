@@ -15,10 +15,10 @@ void check_combination(const Config& cfg) {
   const std::string& model = cfg.get_string("model.type");
   const std::string& dataset = cfg.get_string("data.dataset");
   bool lm = model == "gpt";
-  COHORT_CHECK_ARG(lm == (dataset == "text"), "config: model.type = \"", model,
-                   "\" cannot train on data.dataset = \"", dataset, "\" (", 
-                   lm ? "a GPT needs data.dataset = \"text\"" :
-                        "text data needs model.type = \"gpt\"", ")");
+  COHORT_CHECK_ARG(
+      lm == (dataset == "text"), "config: model.type = \"", model,
+      "\" cannot train on data.dataset = \"", dataset, "\" (",
+      lm ? "a GPT needs data.dataset = \"text\"" : "text data needs model.type = \"gpt\"", ")");
   if (lm) {
     COHORT_CHECK_ARG(cfg.get_int("model.n_embd") % cfg.get_int("model.n_head") == 0,
                      "config: model.n_embd (", cfg.get_int("model.n_embd"),

@@ -9,8 +9,8 @@ namespace cohort::train {
 
 MetricsLog::MetricsLog(const std::string& path) : path_(path) {
   file_ = std::fopen(path.c_str(), "a");
-  COHORT_CHECK_IO(file_ != nullptr, "cannot open metrics file '", path, "' for appending: ",
-                  std::strerror(errno));
+  COHORT_CHECK_IO(file_ != nullptr, "cannot open metrics file '", path,
+                  "' for appending: ", std::strerror(errno));
 }
 
 MetricsLog::~MetricsLog() {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cohort/core/error.h"
@@ -29,8 +30,11 @@ std::string format_duration(double s) {
 }
 
 Progress::Progress(ProgressMode mode, int64_t total_steps, int64_t log_every)
-    : mode_(mode), total_(total_steps), log_every_(log_every),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : mode_(mode),
+      total_(total_steps),
+      log_every_(log_every),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 void Progress::step(int64_t step, int64_t epoch, double loss, double samples_per_s) {
   if (mode_ == ProgressMode::kNone) return;
@@ -48,6 +52,7 @@ void Progress::step(int64_t step, int64_t epoch, double loss, double samples_per
 void Progress::draw(int64_t step, int64_t epoch, double loss, double sps) {
   double elapsed = std::chrono::duration<double>(last_draw_ - start_).count();
   double eta = step > 0 && total_ > 0 ? elapsed / double(step) * double(total_ - step) : -1;
+  if (time_limit_ > 0) eta = std::min(eta < 0 ? time_limit_ : eta, time_limit_ - elapsed);
   std::string steps = total_ > 0 ? detail::str(step, "/", total_) : detail::str(step);
   if (mode_ == ProgressMode::kPlain) {
     std::printf("epoch %ld step %s loss %.4f %.0f samples/s eta %s\n", long(epoch), steps.c_str(),

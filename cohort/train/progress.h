@@ -19,6 +19,8 @@ class Progress {
   // A line that must not be overwritten by the bar (evaluation results, warnings).
   void line(const std::string& text);
   void finish();
+  // Training also stops after this many seconds (train.time_limit_s): the ETA says so.
+  void set_time_limit(double seconds) { time_limit_ = seconds; }
 
  private:
   void draw(int64_t step, int64_t epoch, double loss, double samples_per_s);
@@ -26,6 +28,7 @@ class Progress {
   int64_t total_;
   int64_t log_every_;
   bool bar_visible_ = false;
+  double time_limit_ = 0;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 

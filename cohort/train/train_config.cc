@@ -1,7 +1,7 @@
 #include "cohort/train/train_config.h"
 
-#include <filesystem>
 #include <toml++/toml.h>
+#include <filesystem>
 
 #include "cohort/core/error.h"
 
@@ -65,8 +65,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     try {
       table = toml::parse_file(path);
     } catch (const toml::parse_error& e) {
-      throw InvalidArgument(detail::str(where(path, e.source()), ": invalid TOML: ",
-                                        e.description()));
+      throw InvalidArgument(
+          detail::str(where(path, e.source()), ": invalid TOML: ", e.description()));
     }
     apply_table(cfg, table, "", path);
   }

@@ -11,51 +11,104 @@ void add_run_keys(ConfigRegistry& r) {
   r.add({"run.name", T::kString, std::string(""),
          "Run name; the run directory is `run.dir/run.name`. Empty: the config file's stem."});
   r.add({"run.dir", T::kString, std::string("runs"), "Parent directory of run directories."});
-  r.add({"run.seed", T::kInt, int64_t(0), "Seed for initialisation, shuffling and dropout.", "",
-         {}, 0.0});
-  r.add({"run.threads", T::kInt, int64_t(0),
+  r.add({"run.seed",
+         T::kInt,
+         int64_t(0),
+         "Seed for initialisation, shuffling and dropout.",
+         "",
+         {},
+         0.0});
+  r.add({"run.threads",
+         T::kInt,
+         int64_t(0),
          "Intra-op threads per worker; 0 means cores divided by local workers.",
-         "COHORT_NUM_THREADS", {}, 0.0, 1024.0});
-  r.add({"run.log_every", T::kInt, int64_t(50),
-         "Steps between metric lines (and plain progress lines when not on a terminal).", "",
-         {}, 1.0});
-  r.add({"run.progress", T::kString, std::string("auto"),
+         "COHORT_NUM_THREADS",
+         {},
+         0.0,
+         1024.0});
+  r.add({"run.log_every",
+         T::kInt,
+         int64_t(50),
+         "Steps between metric lines (and plain progress lines when not on a terminal).",
+         "",
+         {},
+         1.0});
+  r.add({"run.progress",
+         T::kString,
+         std::string("auto"),
          "Progress output: a live bar on a terminal (`auto`), always `bar`, `plain` lines, or "
-         "`none`.", "", {"auto", "bar", "plain", "none"}});
+         "`none`.",
+         "",
+         {"auto", "bar", "plain", "none"}});
 }
 
 void add_model_keys(ConfigRegistry& r) {
-  r.add({"model.type", T::kString, std::string("mlp"), "Model architecture.", "",
+  r.add({"model.type",
+         T::kString,
+         std::string("mlp"),
+         "Model architecture.",
+         "",
          {"mlp", "cnn", "gpt"}});
-  r.add({"model.hidden", T::kIntList, std::vector<int64_t>{512, 256},
-         "MLP hidden layer widths (input 784 and output 10 come from the data).", "", {}, 1.0});
+  r.add({"model.hidden",
+         T::kIntList,
+         std::vector<int64_t>{512, 256},
+         "MLP hidden layer widths (input 784 and output 10 come from the data).",
+         "",
+         {},
+         1.0});
   r.add({"model.n_layer", T::kInt, int64_t(4), "GPT: transformer blocks.", "", {}, 1.0});
   r.add({"model.n_head", T::kInt, int64_t(4), "GPT: attention heads per block.", "", {}, 1.0});
-  r.add({"model.n_embd", T::kInt, int64_t(128), "GPT: embedding width (divisible by n_head).",
-         "", {}, 1.0});
-  r.add({"model.block_size", T::kInt, int64_t(128), "GPT: context length in bytes.", "", {},
-         2.0});
+  r.add({"model.n_embd",
+         T::kInt,
+         int64_t(128),
+         "GPT: embedding width (divisible by n_head).",
+         "",
+         {},
+         1.0});
+  r.add({"model.block_size", T::kInt, int64_t(128), "GPT: context length in bytes.", "", {}, 2.0});
   r.add({"model.dropout", T::kFloat, 0.0, "GPT: dropout probability.", "", {}, 0.0, 0.99});
 }
 
 void add_data_keys(ConfigRegistry& r) {
-  r.add({"data.dataset", T::kString, std::string("fashion_mnist"), "Dataset.", "",
+  r.add({"data.dataset",
+         T::kString,
+         std::string("fashion_mnist"),
+         "Dataset.",
+         "",
          {"fashion_mnist", "text", "synthetic"}});
   r.add({"data.path", T::kString, std::string(""),
          "fashion_mnist: directory of the IDX .gz files (default: Debian's "
          "/usr/share/datasets/fashion-mnist). text: a text file (default: the King James "
          "Bible from bible-kjv-text)."});
-  r.add({"data.batch_size", T::kInt, int64_t(64), "Samples per step (per worker).", "", {},
-         1.0});
+  r.add({"data.batch_size", T::kInt, int64_t(64), "Samples per step (per worker).", "", {}, 1.0});
   r.add({"data.shuffle", T::kBool, true, "Reshuffle the training set every epoch."});
   r.add({"data.mean", T::kFloat, 0.2860, "fashion_mnist: normalisation mean."});
   r.add({"data.std", T::kFloat, 0.3530, "fashion_mnist: normalisation std.", "", {}, 1e-6});
-  r.add({"data.val_fraction", T::kFloat, 0.1, "text: fraction held out for validation (the "
-         "end of the file).", "", {}, 0.0001, 0.9});
-  r.add({"data.prefetch", T::kInt, int64_t(2), "Batches prepared ahead by the loader thread "
-         "(0: none).", "", {}, 0.0, 64.0});
-  r.add({"data.synthetic_samples", T::kInt, int64_t(4096), "synthetic: training samples.", "",
-         {}, 1.0});
+  r.add({"data.val_fraction",
+         T::kFloat,
+         0.1,
+         "text: fraction held out for validation (the "
+         "end of the file).",
+         "",
+         {},
+         0.0001,
+         0.9});
+  r.add({"data.prefetch",
+         T::kInt,
+         int64_t(2),
+         "Batches prepared ahead by the loader thread "
+         "(0: none).",
+         "",
+         {},
+         0.0,
+         64.0});
+  r.add({"data.synthetic_samples",
+         T::kInt,
+         int64_t(4096),
+         "synthetic: training samples.",
+         "",
+         {},
+         1.0});
 }
 
 void add_optim_keys(ConfigRegistry& r) {
@@ -63,17 +116,30 @@ void add_optim_keys(ConfigRegistry& r) {
   r.add({"optim.lr", T::kFloat, 0.05, "Peak learning rate.", "", {}, 0.0});
   r.add({"optim.momentum", T::kFloat, 0.9, "SGD momentum.", "", {}, 0.0, 1.0});
   r.add({"optim.nesterov", T::kBool, false, "SGD: Nesterov momentum."});
-  r.add({"optim.weight_decay", T::kFloat, 0.0,
-         "L2 penalty (SGD) or decoupled weight decay (AdamW).", "", {}, 0.0});
+  r.add({"optim.weight_decay",
+         T::kFloat,
+         0.0,
+         "L2 penalty (SGD) or decoupled weight decay (AdamW).",
+         "",
+         {},
+         0.0});
   r.add({"optim.beta1", T::kFloat, 0.9, "AdamW beta1.", "", {}, 0.0, 1.0});
   r.add({"optim.beta2", T::kFloat, 0.999, "AdamW beta2.", "", {}, 0.0, 1.0});
   r.add({"optim.eps", T::kFloat, 1e-8, "AdamW epsilon.", "", {}, 0.0});
-  r.add({"optim.clip_grad_norm", T::kFloat, 0.0,
-         "Clip the global gradient norm to this value; 0 disables.", "", {}, 0.0});
-  r.add({"optim.schedule", T::kString, std::string("constant"), "Learning-rate schedule.", "",
-         {"constant", "step", "cosine"}});
-  r.add({"optim.warmup_steps", T::kInt, int64_t(0), "cosine: linear warmup steps.", "", {},
+  r.add({"optim.clip_grad_norm",
+         T::kFloat,
+         0.0,
+         "Clip the global gradient norm to this value; 0 disables.",
+         "",
+         {},
          0.0});
+  r.add({"optim.schedule",
+         T::kString,
+         std::string("constant"),
+         "Learning-rate schedule.",
+         "",
+         {"constant", "step", "cosine"}});
+  r.add({"optim.warmup_steps", T::kInt, int64_t(0), "cosine: linear warmup steps.", "", {}, 0.0});
   r.add({"optim.min_lr", T::kFloat, 0.0, "cosine: final learning rate.", "", {}, 0.0});
   r.add({"optim.step_size", T::kInt, int64_t(1000), "step: steps between decays.", "", {}, 1.0});
   r.add({"optim.gamma", T::kFloat, 0.1, "step: decay factor.", "", {}, 0.0, 1.0});
@@ -81,22 +147,44 @@ void add_optim_keys(ConfigRegistry& r) {
 
 void add_train_keys(ConfigRegistry& r) {
   r.add({"train.epochs", T::kInt, int64_t(1), "Passes over the training set.", "", {}, 1.0});
-  r.add({"train.max_steps", T::kInt, int64_t(0),
+  r.add({"train.max_steps",
+         T::kInt,
+         int64_t(0),
          "Stop after this many steps (0: run all epochs). Text data counts steps, not epochs.",
-         "", {}, 0.0});
-  r.add({"train.time_limit_s", T::kFloat, 0.0,
-         "Stop training after this many seconds (0: no limit), then evaluate.", "", {}, 0.0});
-  r.add({"train.eval_every", T::kInt, int64_t(0),
-         "Evaluate every this many steps as well as after each epoch (0: epochs only).", "", {},
+         "",
+         {},
          0.0});
-  r.add({"train.eval_batches", T::kInt, int64_t(0),
-         "Batches per evaluation (0: the whole split).", "", {}, 0.0});
-  r.add({"train.sample_bytes", T::kInt, int64_t(300),
-         "GPT: bytes of text generated at the end of training (0: none).", "", {}, 0.0});
+  r.add({"train.time_limit_s",
+         T::kFloat,
+         0.0,
+         "Stop training after this many seconds (0: no limit), then evaluate.",
+         "",
+         {},
+         0.0});
+  r.add({"train.eval_every",
+         T::kInt,
+         int64_t(0),
+         "Evaluate every this many steps as well as after each epoch (0: epochs only).",
+         "",
+         {},
+         0.0});
+  r.add({"train.eval_batches",
+         T::kInt,
+         int64_t(0),
+         "Batches per evaluation (0: the whole split).",
+         "",
+         {},
+         0.0});
+  r.add({"train.sample_bytes",
+         T::kInt,
+         int64_t(300),
+         "GPT: bytes of text generated at the end of training (0: none).",
+         "",
+         {},
+         0.0});
   r.add({"train.sample_prompt", T::kString, std::string("And God said"),
          "GPT: prompt of the generated sample."});
-  r.add({"train.sample_temperature", T::kFloat, 0.8, "GPT: sampling temperature.", "", {},
-         0.01});
+  r.add({"train.sample_temperature", T::kFloat, 0.8, "GPT: sampling temperature.", "", {}, 0.01});
 }
 
 ConfigRegistry build() {

@@ -59,7 +59,9 @@ Trainer::Trainer(const Config& cfg) : s_(std::make_unique<State>(cfg)) {
 }
 
 Trainer::~Trainer() = default;
-nn::Module& Trainer::model() { return *s_->model; }
+nn::Module& Trainer::model() {
+  return *s_->model;
+}
 
 EvalResult Trainer::evaluate() {
   autograd::NoGradGuard no_grad;

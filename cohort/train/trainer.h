@@ -44,7 +44,7 @@ class Trainer {
   EvalResult evaluate();
   nn::Module& model();
 
- struct State;  // trainer_state.h
+  struct State;  // trainer_state.h
 
  private:
   bool train_step(const data::Batch& b, int64_t epoch, Progress& p);

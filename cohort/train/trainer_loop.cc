@@ -35,17 +35,24 @@ double seconds_since(Clock::time_point t) {
 void log_eval(Trainer::State& s, Progress& p, const EvalResult& r, int64_t epoch) {
   std::string acc = r.accuracy >= 0 ? detail::str(", accuracy ", r.accuracy * 100, "%") : "";
   p.line(detail::str("eval (", s.data.eval_name, ") after step ", s.step, ": loss ", r.loss, acc));
-  nlohmann::json j{{"event", "eval"}, {"split", s.data.eval_name}, {"step", s.step},
-                   {"epoch", epoch}, {"loss", r.loss}, {"samples", r.samples},
+  nlohmann::json j{{"event", "eval"},
+                   {"split", s.data.eval_name},
+                   {"step", s.step},
+                   {"epoch", epoch},
+                   {"loss", r.loss},
+                   {"samples", r.samples},
                    {"time_s", seconds_since(s.start)}};
   if (r.accuracy >= 0) j["accuracy"] = r.accuracy;
   s.log->write(j);
 }
 
 void log_step(Trainer::State& s, double loss, int64_t epoch, double sps) {
-  s.log->write(nlohmann::json{{"event", "step"},      {"step", s.step},
-                              {"epoch", epoch},       {"loss", loss},
-                              {"lr", s.opt->lr()},    {"samples_per_s", sps},
+  s.log->write(nlohmann::json{{"event", "step"},
+                              {"step", s.step},
+                              {"epoch", epoch},
+                              {"loss", loss},
+                              {"lr", s.opt->lr()},
+                              {"samples_per_s", sps},
                               {"time_s", seconds_since(s.start)}});
 }
 
@@ -86,6 +93,7 @@ TrainSummary Trainer::run() {
               long(s.total_steps), num_threads(), s.run_dir.c_str());
   Progress p(progress_mode(s.cfg.get_string("run.progress")), s.total_steps,
              s.cfg.get_int("run.log_every"));
+  p.set_time_limit(s.cfg.get_float("train.time_limit_s"));
   if (s.data.is_text) {
     run_text(p);
   } else {
@@ -144,14 +152,17 @@ TrainSummary Trainer::finish_summary() {
     sum.sample = gpt->generate(s.cfg.get_string("train.sample_prompt"), g);
     std::printf("--- sample ---\n%s\n--------------\n", sum.sample.c_str());
   }
-  nlohmann::json j{{"event", "summary"}, {"steps", sum.steps},
-                   {"train_seconds", sum.train_seconds}, {"samples_per_s", sum.samples_per_s},
-                   {"eval_loss", sum.eval.loss}, {"wall_seconds", seconds_since(s.start)}};
+  nlohmann::json j{{"event", "summary"},
+                   {"steps", sum.steps},
+                   {"train_seconds", sum.train_seconds},
+                   {"samples_per_s", sum.samples_per_s},
+                   {"eval_loss", sum.eval.loss},
+                   {"wall_seconds", seconds_since(s.start)}};
   if (sum.eval.accuracy >= 0) j["eval_accuracy"] = sum.eval.accuracy;
   s.log->write(j);
-  std::string acc = sum.eval.accuracy >= 0
-                        ? detail::str(", ", s.data.eval_name, " accuracy ", sum.eval.accuracy * 100, "%")
-                        : "";
+  std::string acc = sum.eval.accuracy >= 0 ? detail::str(", ", s.data.eval_name, " accuracy ",
+                                                         sum.eval.accuracy * 100, "%")
+                                           : "";
   std::printf("done: %ld steps in %.1fs (%.0f samples/s), %s loss %.4f%s\nmetrics: %s\n",
               long(sum.steps), sum.train_seconds, sum.samples_per_s, s.data.eval_name.c_str(),
               sum.eval.loss, acc.c_str(), s.log->path().c_str());

@@ -4,10 +4,10 @@
 #include <memory>
 #include <string>
 
+#include "cohort/optim/schedule.h"
 #include "cohort/train/components.h"
 #include "cohort/train/metrics_log.h"
 #include "cohort/train/trainer.h"
-#include "cohort/optim/schedule.h"
 
 namespace cohort::train {
 

@@ -17,10 +17,10 @@ bool have_fashion() {
 }
 
 double accuracy(const std::string& example, int seed) {
-  Config cfg = load_config(std::string(COHORT_SOURCE_DIR) + "/examples/" + example,
-                           {"run.seed=" + std::to_string(seed), "run.progress=none",
-                            "run.dir=" + (std::filesystem::temp_directory_path() /
-                                          "cohort_accuracy").string()});
+  Config cfg = load_config(
+      std::string(COHORT_SOURCE_DIR) + "/examples/" + example,
+      {"run.seed=" + std::to_string(seed), "run.progress=none",
+       "run.dir=" + (std::filesystem::temp_directory_path() / "cohort_accuracy").string()});
   Trainer t(cfg);
   return t.run().eval.accuracy;
 }

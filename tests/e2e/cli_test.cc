@@ -38,7 +38,9 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-void write_text(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+}
 
 // An IDX file (big-endian header) gzipped, with `payload` bytes of data after the header.
 void write_idx_gz(const fs::path& p, uint32_t magic, std::vector<uint32_t> dims, size_t payload) {
@@ -65,8 +67,7 @@ fs::path fake_fashion(const std::string& name, size_t n) {
 }
 
 void expect_contains(const Result& r, const std::string& what) {
-  EXPECT_NE(r.output.find(what), std::string::npos) << "missing '" << what << "' in:\n"
-                                                    << r.output;
+  EXPECT_NE(r.output.find(what), std::string::npos) << "missing '" << what << "' in:\n" << r.output;
 }
 
 TEST(Cli, InvalidTomlIsAnErrorNamingFileAndLine) {
@@ -124,9 +125,12 @@ TEST(Cli, IncompatibleModelAndDataIsAConfigError) {
 // A short real run: progress lines, an evaluation, and metrics.jsonl with every record kind.
 TEST(Cli, SyntheticRunWritesMetricsAndLearns) {
   fs::path d = temp_dir("run");
-  Result r = run("train /dev/null --set data.dataset=synthetic --set data.synthetic_samples=2048"
-                 " --set run.dir=" + d.string() + " --set run.name=syn --set run.progress=plain"
-                 " --set run.log_every=8 --set train.epochs=2 --set optim.lr=0.01");
+  Result r =
+      run("train /dev/null --set data.dataset=synthetic --set data.synthetic_samples=2048"
+          " --set run.dir=" +
+          d.string() +
+          " --set run.name=syn --set run.progress=plain"
+          " --set run.log_every=8 --set train.epochs=2 --set optim.lr=0.01");
   ASSERT_EQ(r.status, 0) << r.output;
   expect_contains(r, "eval (test) after step 32");
   expect_contains(r, "done: 64 steps");

@@ -27,8 +27,9 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(Config, LoadsTypedValuesAndOverrides) {
-  std::string p = write_temp("ok.toml", "[optim]\nname = \"adamw\"\nlr = 1\n[model]\n"
-                                        "hidden = [32, 16]\n");
+  std::string p = write_temp("ok.toml",
+                             "[optim]\nname = \"adamw\"\nlr = 1\n[model]\n"
+                             "hidden = [32, 16]\n");
   Config c = load_config(p, {"optim.lr=0.25", "data.shuffle=false"});
   EXPECT_EQ(c.get_string("optim.name"), "adamw");
   EXPECT_DOUBLE_EQ(c.get_float("optim.lr"), 0.25);  // --set wins over the file; int -> float

@@ -177,9 +177,9 @@ TEST(FashionMnist, DiscoveryOrderAndErrorListingPlaces) {
   EXPECT_EQ(FashionMNIST::test(opts).size(), 2);
   // Nothing given: every place looked at is listed.
   FashionMnistOptions none{.default_dir = dir.file("missing")};
-  expect_error<IoError>([&] { FashionMNIST::train(none); },
-                        {dir.file("missing"), "train-images-idx3-ubyte.gz",
-                         "train-labels-idx1-ubyte.gz"});
+  expect_error<IoError>(
+      [&] { FashionMNIST::train(none); },
+      {dir.file("missing"), "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"});
 }
 
 TEST(FashionMnist, RealFilesIfInstalled) {

@@ -56,7 +56,8 @@ Operand make_operand(const Tensor& t) {
 // parallel over the batch (single-threaded gemms); large ones let OpenBLAS use the threads.
 template <typename GetA, typename GetB>
 void batched_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, GetA a, GetB b, float* c) {
-  if (batch > 1 && num_threads() > 1 && m * n * k < (int64_t(1) << 21)) {
+  // The small-product path does not depend on the thread count, so neither do the results.
+  if (batch > 1 && m * n * k < (int64_t(1) << 21)) {
     cpu::SerialBlasScope serial;
     parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i)

@@ -2,15 +2,11 @@
 // kernels/cpu/conv.h does the work and documents the threading.
 #include "cohort/kernels/cpu/conv.h"
 #include "cohort/autograd/node.h"
+#include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::ops {
 namespace {
-
-void check_f32(const Tensor& t, const char* op, const char* name) {
-  COHORT_CHECK_ARG(t.dtype() == DType::f32, op, ": ", name, " must be float32, got ",
-                   dtype_name(t.dtype()), " (shape ", shape_str(t.shape()), ")");
-}
 
 // Scratch for one kernel call, from the caching allocator (no heap traffic after step one).
 Tensor workspace(int64_t floats) {

@@ -6,6 +6,7 @@
 // layouts. Backward of a broadcast input sums the gradient back down with sum_to.
 #include "cohort/kernels/cpu/elementwise.h"
 #include "cohort/autograd/node.h"
+#include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 #include "cohort/tensor/strided.h"
 
@@ -14,12 +15,6 @@ namespace {
 
 using cpu::BinaryOp;
 using cpu::UnaryOp;
-
-void check_f32(const Tensor& t, const char* op) {
-  COHORT_CHECK_ARG(t.defined(), op, ": input is an undefined tensor");
-  COHORT_CHECK_ARG(t.dtype() == DType::f32, op, ": expected a float32 tensor, got ",
-                   dtype_name(t.dtype()), " of shape ", shape_str(t.shape()));
-}
 
 // t's strides when viewed with shape `out` (aligned at the right; stride 0 where t broadcasts).
 Shape expand_strides(const Tensor& t, const Shape& out) {

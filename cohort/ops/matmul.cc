@@ -6,6 +6,7 @@
 #include "cohort/autograd/node.h"
 #include "cohort/core/thread_pool.h"
 #include "cohort/kernels/cpu/gemm.h"
+#include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::ops {
@@ -13,11 +14,6 @@ namespace {
 
 using cpu::MatRef;
 using cpu::Trans;
-
-void check_f32(const Tensor& t, const char* op, const char* name) {
-  COHORT_CHECK_ARG(t.dtype() == DType::f32, op, ": ", name, " must be float32, got ",
-                   dtype_name(t.dtype()), " (shape ", shape_str(t.shape()), ")");
-}
 
 Trans flip(Trans t) {
   return t == Trans::kNo ? Trans::kYes : Trans::kNo;

@@ -2,15 +2,11 @@
 // and one backward for x, weight and bias together.
 #include "cohort/kernels/cpu/norm.h"
 #include "cohort/autograd/node.h"
+#include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::ops {
 namespace {
-
-void check_f32(const Tensor& t, const char* name) {
-  COHORT_CHECK_ARG(t.dtype() == DType::f32, "layer_norm: ", name, " must be float32, got ",
-                   dtype_name(t.dtype()), " (shape ", shape_str(t.shape()), ")");
-}
 
 const float* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data<float>() : nullptr;
@@ -37,7 +33,7 @@ struct LayerNormBackward : autograd::Node {
 // weight and bias may be undefined (no affine part), else [D] matching x's last dim.
 Tensor checked_param(const Tensor& p, const Tensor& x, const char* name) {
   if (!p.defined()) return p;
-  check_f32(p, name);
+  check_f32(p, "layer_norm", name);
   COHORT_CHECK_ARG(p.dim() == 1 && p.size(0) == x.size(-1), "layer_norm: ", name, " ",
                    shape_str(p.shape()), " does not match x ", shape_str(x.shape()),
                    " (normalised dim ", x.size(-1), ")");
@@ -47,7 +43,7 @@ Tensor checked_param(const Tensor& p, const Tensor& x, const char* name) {
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  check_f32(x, "x");
+  check_f32(x, "layer_norm", "x");
   COHORT_CHECK_ARG(x.dim() >= 1, "layer_norm: x must have at least one dim, got ",
                    shape_str(x.shape()));
   COHORT_CHECK_ARG(eps > 0, "layer_norm: eps must be positive, got ", eps);

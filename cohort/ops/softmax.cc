@@ -7,16 +7,11 @@
 
 #include "cohort/autograd/node.h"
 #include "cohort/kernels/cpu/softmax.h"
+#include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::ops {
 namespace {
-
-void check_f32(const Tensor& x, const char* op) {
-  COHORT_CHECK_ARG(x.defined(), op, ": input is an undefined tensor");
-  COHORT_CHECK_ARG(x.dtype() == DType::f32, op, ": expected a float32 tensor, got ",
-                   dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
-}
 
 // Dims of t in the order `order`, as a view.
 Tensor permuted(const Tensor& t, const std::vector<int64_t>& order) {

@@ -5,18 +5,13 @@
 
 #include "cohort/autograd/node.h"
 #include "cohort/kernels/cpu/elementwise.h"
+#include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::ops {
 namespace {
 
 using cpu::UnaryOp;
-
-void check_f32(const Tensor& x, const char* op) {
-  COHORT_CHECK_ARG(x.defined(), op, ": input is an undefined tensor");
-  COHORT_CHECK_ARG(x.dtype() == DType::f32, op, ": expected a float32 tensor, got ",
-                   dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
-}
 
 using Kernel = std::function<void(const float*, float*, int64_t)>;
 using GradKernel = std::function<void(const float*, const float*, float*, int64_t)>;

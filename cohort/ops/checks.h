@@ -1,0 +1,11 @@
+#pragma once
+// Input checks shared by the ops. Messages name the op, the argument and what it got:
+// "matmul: a must be float32, got int64 (shape [2, 3])".
+#include "cohort/tensor/tensor.h"
+
+namespace cohort::ops {
+
+// t is defined and float32 (the dtype today's kernels compute in).
+void check_f32(const Tensor& t, const char* op, const char* name = "input");
+
+}  // namespace cohort::ops

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 #include <filesystem>
 
 #include "cohort/train/train_config.h"
@@ -26,14 +27,15 @@ double accuracy(const std::string& example, int seed) {
 }
 
 // The last-iterate accuracy after one epoch varies by about +-0.8% with the seed (shuffling
-// and initialisation), for PyTorch as for cohort; the median of five seeds is the claim.
-TEST(Accuracy, MlpOneEpochMedianOfFiveSeeds) {
+// and initialisation), for PyTorch as for cohort (bench/torch_fashion_accuracy.py: PyTorch
+// 1.13 gives 84.0-85.8% over seeds 0-9 with this recipe). The claim is the mean over seeds.
+TEST(Accuracy, MlpOneEpochMeanOfFiveSeeds) {
   if (!have_fashion()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
   std::vector<double> acc;
   for (int seed = 0; seed < 5; ++seed) acc.push_back(accuracy("fashion_mlp.toml", seed));
-  std::sort(acc.begin(), acc.end());
-  EXPECT_GE(acc[2], 0.845) << "accuracies " << acc[0] << " .. " << acc[4];
-  EXPECT_GE(acc[0], 0.82);
+  double mean = std::accumulate(acc.begin(), acc.end(), 0.0) / double(acc.size());
+  EXPECT_GE(mean, 0.845) << "mean of seeds 0-4";
+  EXPECT_GE(*std::min_element(acc.begin(), acc.end()), 0.82);
 }
 
 TEST(Accuracy, CnnOneEpoch) {

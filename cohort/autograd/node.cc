@@ -23,7 +23,10 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   COHORT_INTERNAL(g.shape() == param.shape(), "gradient of shape ", shape_str(g.shape()),
                   " for a parameter of shape ", shape_str(param.shape()));
   if (!leaf->grad) {
-    leaf->grad = g.clone_raw().impl_ptr();  // own a contiguous buffer
+    // A fresh gradient nobody else holds becomes .grad as it is (as PyTorch does); anything
+    // shared or strided is copied, so later in-place accumulation cannot touch another tensor.
+    bool exclusive = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1;
+    leaf->grad = exclusive && g.is_contiguous() ? g.impl_ptr() : g.clone_raw().impl_ptr();
   } else {
     Tensor acc(leaf->grad);
     add_into(acc, g);

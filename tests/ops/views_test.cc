@@ -67,3 +67,24 @@ TEST(Autograd, BackwardOnNonScalarNeedsGrad) {
 
 }  // namespace
 }  // namespace cohort
+
+namespace cohort {
+namespace {
+
+// .grad may adopt the first gradient's buffer; a second backward must add into it without
+// touching any other tensor.
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor w = randn({3, 4}, 9).set_requires_grad(true);
+  Tensor x = randn({2, 3}, 10);
+  ops::sum(ops::matmul(x, w)).backward();
+  std::vector<float> once = w.grad().to_vector<float>();
+  Tensor first_grad = w.grad();
+  ops::sum(ops::matmul(x, w)).backward();
+  std::vector<float> twice = w.grad().to_vector<float>();
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(twice[i], 2 * once[i]);
+  EXPECT_TRUE(first_grad.same(w.grad()));  // accumulated in place
+  EXPECT_EQ(x.to_vector<float>(), randn({2, 3}, 10).to_vector<float>());
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,99 @@
+#pragma once
+// Exec: what one running collective gives its algorithm: the transport context, the
+// collective's signature and sequence number, its deadline, and scratch memory.
+//
+// Every message carries a transport::Header built from the signature:
+//   tag      the collective's sequence number on this communicator
+//   info[0]  op | dtype << 8 | reduce op << 16 | algorithm << 24 | (root + 1) << 32
+//   info[1]  element count
+//   info[2]  index of the message on this pair within the collective
+// so a rank that called another collective (or the same one with other arguments) fails at
+// the first message it receives, and run_collective() turns that into an error naming both.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cohort/comm/transport/context.h"
+#include "cohort/comm/types.h"
+
+namespace cohort::comm {
+
+enum class Algorithm : uint8_t {
+  kAuto = 0,
+  kRing = 1,               // allreduce, reduce, broadcast (chain), allgather(v), reduce_scatter
+  kRecursiveDoubling = 2,  // allreduce (small messages)
+  kTree = 3,               // binomial tree: broadcast, reduce
+  kDirect = 4,             // one message per peer: gather, scatter, alltoall, send/recv
+  kHalvingDoubling = 5,    // allreduce: Rabenseifner (reduce-scatter by halving, allgather)
+  kDissemination = 6,      // barrier
+};
+const char* algorithm_name(Algorithm a);
+
+enum class OpCode : uint8_t {
+  kAllreduce = 1,
+  kBroadcast,
+  kReduce,
+  kAllgather,
+  kAllgatherv,
+  kReduceScatter,
+  kBarrier,
+  kGather,
+  kScatter,
+  kAlltoall,
+  kSendRecv,
+};
+const char* op_code_name(OpCode op);
+
+// What every rank must agree on for a collective.
+struct Signature {
+  OpCode op = OpCode::kBarrier;
+  DType dtype = DType::u8;
+  ReduceOp reduce_op = ReduceOp::sum;
+  Algorithm algorithm = Algorithm::kAuto;
+  int root = -1;
+  uint64_t count = 0;
+
+  uint64_t info0() const;
+  static Signature decode(const transport::Header& h);
+  // "allreduce(count=1009, f32, sum, ring)"; root and reduce op only where they apply.
+  std::string describe() const;
+};
+
+class Exec {
+ public:
+  Exec(transport::Context& ctx, const Signature& sig, uint64_t seq, transport::Deadline deadline,
+       std::vector<std::vector<char>>& scratch);
+
+  int rank() const { return ctx_.rank(); }
+  int size() const { return ctx_.size(); }
+  const Signature& sig() const { return sig_; }
+  size_t elem() const { return dtype_size(sig_.dtype); }
+
+  transport::Request send(int peer, const void* data, size_t bytes);
+  transport::Request recv(int peer, void* data, size_t bytes);
+  // Folds incoming elements in: data[i] = incoming[i] op data[i].
+  transport::Request recv_reduce(int peer, void* data, size_t bytes);
+  // A message with its own signature and tag (point-to-point batches: every message of the
+  // batch is matched on its own pair with its own count, dtype and sequence number).
+  transport::Request post_p2p(bool send, int peer, void* data, size_t bytes, const Signature& sig,
+                              uint64_t tag);
+  void wait(transport::Request& r) { r.wait(deadline_); }
+  void wait_all(std::vector<transport::Request>& rs) { ctx_.wait_all(rs, deadline_); }
+  // dst = lhs op rhs over `count` elements of the collective's dtype.
+  void combine(void* dst, const void* lhs, const void* rhs, size_t count) const;
+
+  // Scratch memory owned by the communicator (reused across collectives). Slots 0 and 1.
+  char* scratch(int slot, size_t bytes);
+
+ private:
+  transport::Header header(uint64_t index) const;
+
+  transport::Context& ctx_;
+  Signature sig_;
+  uint64_t seq_;
+  transport::Deadline deadline_;
+  std::vector<std::vector<char>>& scratch_;
+  std::vector<uint64_t> sent_, received_;  // per peer: messages of this collective so far
+};
+
+}  // namespace cohort::comm

@@ -1,0 +1,167 @@
+// Reducing and rooted collectives: argument checks, algorithm choice, dispatch.
+#include "cohort/comm/collectives.h"
+
+#include <cstring>
+
+#include "cohort/comm/algorithms/algorithms.h"
+#include "cohort/comm/collectives_internal.h"
+#include "cohort/comm/reduce.h"
+
+namespace cohort::comm {
+
+namespace internal {
+
+void check_common(const char* op, const Communicator& c, DType dtype, size_t count,
+                  const void* buffer, const char* buffer_name) {
+  check_dtype(dtype, op);
+  COHORT_CHECK_ARG(count == 0 || buffer != nullptr, op, " on rank ", c.rank(), ": ", buffer_name,
+                   " is null with count ", count);
+}
+
+void check_root(const char* op, const Communicator& c, int root) {
+  COHORT_CHECK_ARG(root >= 0 && root < c.size(), op, " on rank ", c.rank(), ": root ", root,
+                   " is not in [0, ", c.size(), ")");
+}
+
+void check_algorithm(const char* op, Algorithm chosen, std::initializer_list<Algorithm> valid) {
+  for (Algorithm a : valid) {
+    if (a == chosen) return;
+  }
+  std::string names;
+  for (Algorithm a : valid) names += detail::str(names.empty() ? "" : ", ", algorithm_name(a));
+  throw InvalidArgument(detail::str(op, ": algorithm ", algorithm_name(chosen),
+                                    " is not available (choose auto, ", names, ")"));
+}
+
+Communicator::Op make_op(OpCode code, DType dtype, ReduceOp rop, Algorithm algo, int root,
+                         uint64_t count, milliseconds timeout) {
+  Communicator::Op op;
+  op.sig.op = code;
+  op.sig.dtype = dtype;
+  op.sig.reduce_op = rop;
+  op.sig.algorithm = algo;
+  op.sig.root = root;
+  op.sig.count = count;
+  op.timeout = timeout;
+  return op;
+}
+
+}  // namespace internal
+
+using namespace internal;
+
+Algorithm choose_allreduce_algorithm(const Communicator& c, size_t bytes) {
+  return c.cost_model().best_allreduce(c.size(), bytes);
+}
+
+namespace {
+
+Communicator::Op allreduce_op(Communicator& c, const AllreduceOptions& o) {
+  check_common("allreduce", c, o.dtype, o.count, o.output, "output");
+  check_reduce_op(o.op, "allreduce");
+  size_t bytes = o.count * dtype_size(o.dtype);
+  Algorithm algo = o.algorithm;
+  if (algo == Algorithm::kAuto) algo = choose_allreduce_algorithm(c, bytes);
+  check_algorithm("allreduce", algo,
+                  {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling});
+  auto op = make_op(OpCode::kAllreduce, o.dtype, o.op, algo, -1, o.count, o.timeout);
+  size_t chunk = c.options().chunk_bytes;
+  op.body = [o, algo, bytes, chunk](Exec& ex) {
+    char* out = static_cast<char*>(o.output);
+    if (o.input && o.input != o.output) std::memcpy(out, o.input, bytes);
+    if (o.count == 0 || ex.size() == 1) return;
+    switch (algo) {
+      case Algorithm::kRecursiveDoubling:
+        return algo::allreduce_recursive_doubling(ex, out, o.count);
+      case Algorithm::kHalvingDoubling:
+        return algo::allreduce_halving_doubling(ex, out, o.count);
+      default:
+        return algo::allreduce_ring(ex, out, o.count, chunk);
+    }
+  };
+  return op;
+}
+
+Communicator::Op broadcast_op(Communicator& c, const BroadcastOptions& o) {
+  check_common("broadcast", c, o.dtype, o.count, o.buffer, "buffer");
+  check_root("broadcast", c, o.root);
+  size_t bytes = o.count * dtype_size(o.dtype);
+  Algorithm algo = o.algorithm;
+  if (algo == Algorithm::kAuto) {
+    algo = bytes <= c.options().small_message_bytes ? Algorithm::kTree : Algorithm::kRing;
+  }
+  check_algorithm("broadcast", algo, {Algorithm::kTree, Algorithm::kRing});
+  auto op = make_op(OpCode::kBroadcast, o.dtype, ReduceOp::sum, algo, o.root, o.count, o.timeout);
+  size_t chunk = c.options().chunk_bytes;
+  op.body = [o, algo, bytes, chunk](Exec& ex) {
+    if (bytes == 0 || ex.size() == 1) return;
+    char* buf = static_cast<char*>(o.buffer);
+    if (algo == Algorithm::kTree) return algo::broadcast_tree(ex, buf, bytes, o.root);
+    algo::broadcast_chain(ex, buf, bytes, o.root, chunk);
+  };
+  return op;
+}
+
+Communicator::Op reduce_op(Communicator& c, const ReduceOptions& o) {
+  check_root("reduce", c, o.root);
+  bool root = c.rank() == o.root;
+  check_common("reduce", c, o.dtype, o.count, root ? o.output : o.input, root ? "output" : "input");
+  check_reduce_op(o.op, "reduce");
+  size_t bytes = o.count * dtype_size(o.dtype);
+  Algorithm algo = o.algorithm;
+  if (algo == Algorithm::kAuto) {
+    algo = bytes <= c.options().small_message_bytes ? Algorithm::kTree : Algorithm::kRing;
+  }
+  check_algorithm("reduce", algo, {Algorithm::kTree, Algorithm::kRing});
+  auto op = make_op(OpCode::kReduce, o.dtype, o.op, algo, o.root, o.count, o.timeout);
+  size_t chunk = c.options().chunk_bytes;
+  op.body = [o, algo, chunk](Exec& ex) {
+    if (o.count == 0) return;
+    const char* in = static_cast<const char*>(o.input ? o.input : o.output);
+    char* out = static_cast<char*>(o.output);
+    if (ex.size() == 1) {
+      if (in != out) std::memcpy(out, in, o.count * ex.elem());
+      return;
+    }
+    if (algo == Algorithm::kTree) return algo::reduce_tree(ex, in, out, o.count, o.root);
+    algo::reduce_ring(ex, in, out, o.count, o.root, chunk);
+  };
+  return op;
+}
+
+Communicator::Op barrier_op(const BarrierOptions& o) {
+  auto op = make_op(OpCode::kBarrier, DType::u8, ReduceOp::sum, Algorithm::kDissemination, -1, 0,
+                    o.timeout);
+  op.body = [](Exec& ex) { algo::barrier_dissemination(ex); };
+  return op;
+}
+
+}  // namespace
+
+void allreduce(Communicator& c, const AllreduceOptions& o) {
+  c.run(allreduce_op(c, o));
+}
+void broadcast(Communicator& c, const BroadcastOptions& o) {
+  c.run(broadcast_op(c, o));
+}
+void reduce(Communicator& c, const ReduceOptions& o) {
+  c.run(reduce_op(c, o));
+}
+void barrier(Communicator& c, const BarrierOptions& o) {
+  c.run(barrier_op(o));
+}
+
+Work allreduce_async(Communicator& c, const AllreduceOptions& o) {
+  return c.submit(allreduce_op(c, o));
+}
+Work broadcast_async(Communicator& c, const BroadcastOptions& o) {
+  return c.submit(broadcast_op(c, o));
+}
+Work reduce_async(Communicator& c, const ReduceOptions& o) {
+  return c.submit(reduce_op(c, o));
+}
+Work barrier_async(Communicator& c, const BarrierOptions& o) {
+  return c.submit(barrier_op(o));
+}
+
+}  // namespace cohort::comm

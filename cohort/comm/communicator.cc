@@ -1,0 +1,235 @@
+#include "cohort/comm/communicator.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "cohort/comm/collectives.h"
+#include "cohort/core/logging.h"
+#include "cohort/rendezvous/store.h"
+
+namespace cohort::comm {
+
+namespace {
+constexpr uint64_t kP2PTagBit = uint64_t{1} << 63;
+}
+
+std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<rendezvous::Store> store,
+                                                   int rank, int size, CommOptions options) {
+  COHORT_CHECK_ARG(store != nullptr, "Communicator::create: store is null");
+  COHORT_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "Communicator::create: rank ", rank,
+                   " is not in [0, ", size, ")");
+  COHORT_CHECK_ARG(options.timeout.count() > 0 && options.chunk_bytes > 0,
+                   "Communicator::create: timeout and chunk_bytes must be positive");
+  return std::shared_ptr<Communicator>(
+      new Communicator(std::move(store), rank, size, std::move(options)));
+}
+
+Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, int size,
+                           CommOptions options)
+    : store_(std::move(store)),
+      rank_(rank),
+      size_(size),
+      options_(std::move(options)),
+      p2p_sent_(size_t(size), 0),
+      p2p_received_(size_t(size), 0) {
+  transport::ContextOptions co;
+  co.connect_timeout = options_.connect_timeout;
+  // The n-th communicator a rank creates under a prefix gets namespace "<prefix>/<n>": ranks
+  // create communicators in the same order, so they agree, and a second communicator on the
+  // same store never reads the first one's (stale) addresses.
+  int64_t incarnation = store_->add(detail::str(options_.prefix, "/incarnation/", rank), 1);
+  prefix_ = detail::str(options_.prefix, "/", incarnation);
+  co.prefix = prefix_;
+  ctx_ = transport::Context::create(transport::Device(options_.device), *store_, rank, size, co);
+  if (options_.cost_model) {
+    cost_model_ = *options_.cost_model;
+  } else {
+    // Every rank with a peer on another host has a TCP pair, so all ranks agree.
+    bool any_tcp = false;
+    for (int p = 0; p < size; ++p) any_tcp |= std::string_view(ctx_->pair_kind(p)) == "tcp";
+    cost_model_ = any_tcp ? CostModel::tcp() : CostModel::shared_memory();
+  }
+}
+
+Communicator::~Communicator() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+  ctx_->close();
+}
+
+void Communicator::close() {
+  ctx_->close();
+}
+
+uint64_t Communicator::next_p2p_seq(int peer, bool send) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& v = send ? p2p_sent_ : p2p_received_;
+  return kP2PTagBit | v[size_t(peer)]++;
+}
+
+void Communicator::assign_seq(Op& op) {
+  if (op.timeout.count() <= 0) op.timeout = options_.timeout;
+  if (!op.p2p) op.seq = next_seq_++;
+}
+
+std::string Communicator::op_name(const Op& op) const {
+  if (op.p2p) return detail::str("send/recv #", op.seq & ~kP2PTagBit);
+  return detail::str(op_code_name(op.sig.op), " #", op.seq);
+}
+
+void Communicator::run(Op op) {
+  std::unique_lock<std::mutex> lock(mu_);
+  assign_seq(op);
+  // Asynchronous operations issued earlier go first: every rank sees one order.
+  cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  busy_ = true;
+  lock.unlock();
+  try {
+    execute(op);
+  } catch (...) {
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+    throw;
+  }
+  lock.lock();
+  busy_ = false;
+  cv_.notify_all();
+}
+
+Work Communicator::submit(Op op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  assign_seq(op);
+  Work w = Work::pending(op_name(op));
+  queue_.emplace_back(std::move(op), w);
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  cv_.notify_all();
+  return w;
+}
+
+void Communicator::worker_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
+    if (queue_.empty()) return;  // stopping, and everything issued has run
+    auto [op, work] = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      execute(op);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    work.complete(error);
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void Communicator::execute(Op& op) {
+  COHORT_CHECK_IO(broken_.empty(), op_name(op), " on rank ", rank_,
+                  ": this communicator is unusable after an earlier error (", broken_,
+                  "); build a new one");
+  auto deadline = transport::Clock::now() + op.timeout;
+  Exec ex(*ctx_, op.sig, op.seq, deadline, scratch_);
+  try {
+    op.body(ex);
+  } catch (...) {
+    // Arguments were checked before the body ran, so anything thrown here left messages half
+    // way: abort, which also withdraws every posted op from the user's buffers.
+    rethrow_with_context(op);
+  }
+}
+
+// Adds the operation, the rank and (for a mismatch) both sides' calls to a transport error,
+// keeping its type, and marks the communicator broken.
+void Communicator::rethrow_with_context(const Op& op) {
+  std::string name = detail::str(op_name(op), " on rank ", rank_);
+  // Peers blocked on this rank learn at once, and why, instead of at their deadlines; the
+  // communicator is unusable anyway.
+  auto give_up = [&](const std::string& msg) {
+    broken_ = msg;
+    ctx_->abort(msg);
+  };
+  try {
+    throw;
+  } catch (const transport::Mismatch& m) {
+    Signature theirs = Signature::decode(m.got);
+    bool their_p2p = (m.got.tag & kP2PTagBit) != 0;
+    std::string their_call = their_p2p ? detail::str(theirs.describe(), " (point-to-point #",
+                                                     m.got.tag & ~kP2PTagBit, ")")
+                                       : detail::str(theirs.describe(), " #", m.got.tag);
+    std::string msg =
+        detail::str(name, ": collective mismatch with rank ", m.peer, ": rank ", rank_, " called ",
+                    op.sig.describe(), ", rank ", m.peer, " called ", their_call);
+    if (m.got == m.expected) {
+      msg += detail::str(" (same call, but ", m.expected_bytes, " vs ", m.got_bytes,
+                         " bytes: do the ranks pass the same counts?)");
+    }
+    give_up(msg);
+    throw CollectiveMismatch(msg);
+  } catch (const Timeout& e) {
+    std::string msg = detail::str(name, " (", op.sig.describe(), ") timed out after ",
+                                  op.timeout.count(), " ms: ", e.what());
+    give_up(msg);
+    throw Timeout(msg);
+  } catch (const IoError& e) {
+    std::string msg = detail::str(name, " (", op.sig.describe(), "): ", e.what());
+    give_up(msg);
+    throw IoError(msg);
+  } catch (const std::exception& e) {
+    give_up(detail::str(name, " (", op.sig.describe(), "): ", e.what()));
+    throw;
+  } catch (...) {
+    give_up(detail::str(name, " (", op.sig.describe(), "): unknown error"));
+    throw;
+  }
+}
+
+std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ranks) {
+  uint64_t id = next_group_++;
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  COHORT_CHECK_ARG(!ranks.empty() &&
+                       std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
+                       sorted.front() >= 0 && sorted.back() < size_,
+                   "new_group: ranks must be distinct members of [0, ", size_, "), got ",
+                   ranks.size(), " ranks");
+  auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  if (it == ranks.end()) return nullptr;
+  CommOptions o = options_;
+  o.prefix = detail::str(prefix_, "/group", id);
+  return create(store_, int(it - ranks.begin()), int(ranks.size()), o);
+}
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+  uint64_t id = next_group_++;
+  int64_t mine[2] = {color, key};
+  std::vector<int64_t> all(size_t(size_) * 2);
+  AllgatherOptions ag;
+  ag.input = mine;
+  ag.output = all.data();
+  ag.count = 2;
+  ag.dtype = DType::i64;
+  allgather(*this, ag);
+  if (color < 0) return nullptr;
+  std::vector<int> members;
+  for (int r = 0; r < size_; ++r) {
+    if (all[size_t(2 * r)] == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[size_t(2 * a + 1)] < all[size_t(2 * b + 1)]; });
+  int my_index = int(std::find(members.begin(), members.end(), rank_) - members.begin());
+  CommOptions o = options_;
+  o.prefix = detail::str(prefix_, "/split", id, "/color", color);
+  return create(store_, my_index, int(members.size()), o);
+}
+
+}  // namespace cohort::comm

@@ -1,0 +1,137 @@
+#pragma once
+// Communicator: a group of ranks that run collectives together (see collectives.h for the
+// operations). It owns one transport::Context (a connection to every peer), the collective
+// sequence number, a default deadline, and a worker thread for asynchronous operations.
+//
+// Rules a user relies on:
+//   - every rank calls the same collectives in the same order (mismatches are detected at the
+//     first message and fail with CollectiveMismatch naming both sides);
+//   - one thread at a time issues operations on a communicator; asynchronous operations run in
+//     issue order on the worker thread, and a synchronous one first waits for those;
+//   - after an IoError or Timeout (a peer died or stalled) the communicator refuses further
+//     operations: build a new one (as with NCCL/c10d, the stream state is unknown).
+// No process-global state: several communicators may live in one process (tests run ranks as
+// threads), each with its own store prefix.
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cohort/comm/algorithms/exec.h"
+#include "cohort/comm/cost_model.h"
+#include "cohort/comm/transport/context.h"
+#include "cohort/comm/work.h"
+#include "cohort/core/error.h"
+
+namespace cohort::rendezvous {
+class Store;
+}
+
+namespace cohort::comm {
+
+// Ranks called different collectives (or the same with different count, dtype, op, root or
+// algorithm) at the same point. The message names both sides.
+class CollectiveMismatch : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
+struct CommOptions {
+  transport::DeviceOptions device;
+  // Deadline of each operation (from when it starts running) unless the call passes its own.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // Deadline for all ranks to arrive and connect.
+  std::chrono::milliseconds connect_timeout = std::chrono::seconds(300);
+  // Namespace of this communicator's keys in the store (sub-groups extend it). Communicators
+  // created one after another under one prefix get distinct sub-namespaces automatically.
+  std::string prefix = "comm";
+  // Pipelining granularity of ring and chain algorithms.
+  size_t chunk_bytes = size_t{256} << 10;
+  // Algorithm::kAuto for broadcast and reduce: binomial trees up to this many bytes, ring or
+  // chain above. (Allreduce asks the cost model.)
+  size_t small_message_bytes = size_t{64} << 10;
+  // The allreduce cost model; unset: CostModel::tcp() if any peer is reached over TCP, else
+  // CostModel::shared_memory(). Must be the same on every rank.
+  std::optional<CostModel> cost_model;
+};
+
+class Communicator {
+ public:
+  // Connects to every peer through the store. Collective over all `size` ranks.
+  static std::shared_ptr<Communicator> create(std::shared_ptr<rendezvous::Store> store, int rank,
+                                              int size, CommOptions options = {});
+  ~Communicator();  // waits for queued asynchronous operations, then closes the connections
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const CommOptions& options() const { return options_; }
+  // "shm", "tcp" or "self": how this rank reaches `peer`.
+  const char* transport_of(int peer) const { return ctx_->pair_kind(peer); }
+
+  // Sub-groups. Every rank of this communicator calls them in the same order (like
+  // torch.distributed.new_group); they return nullptr on ranks outside the new group.
+  // new_group: the listed ranks, in that order (rank i of the group is ranks[i]).
+  std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks);
+  // split: one group per colour (colour < 0: none), ordered by (key, rank). Collective.
+  std::shared_ptr<Communicator> split(int color, int key);
+
+  // Closes every connection now (tests use it to play a peer that goes away).
+  void close();
+
+  // What Algorithm::kAuto consults for allreduce (see cost_model.h). set_cost_model must be
+  // called with the same model on every rank (measure_cost_model does that).
+  const CostModel& cost_model() const { return cost_model_; }
+  void set_cost_model(const CostModel& model) { cost_model_ = model; }
+
+  // --- used by the operations in collectives.cc and p2p.cc ---
+  struct Op {
+    Signature sig;
+    std::chrono::milliseconds timeout{0};  // 0: options().timeout
+    std::function<void(Exec&)> body;
+    uint64_t seq = 0;  // collectives: assigned on issue; p2p: set by the caller
+    bool p2p = false;
+  };
+  void run(Op op);
+  Work submit(Op op);
+  // p2p message counters per peer (send/recv are matched per pair, not collectively).
+  uint64_t next_p2p_seq(int peer, bool send);
+
+ private:
+  Communicator(std::shared_ptr<rendezvous::Store> store, int rank, int size, CommOptions options);
+  void assign_seq(Op& op);
+  void execute(Op& op);
+  [[noreturn]] void rethrow_with_context(const Op& op);
+  std::string op_name(const Op& op) const;
+  void worker_loop();
+
+  std::shared_ptr<rendezvous::Store> store_;
+  int rank_;
+  int size_;
+  CommOptions options_;
+  std::string prefix_;  // this communicator's store namespace: "<options.prefix>/<incarnation>"
+  std::unique_ptr<transport::Context> ctx_;
+  std::vector<std::vector<char>> scratch_{2};
+  CostModel cost_model_;
+  uint64_t next_seq_ = 0;
+  uint64_t next_group_ = 0;
+  std::vector<uint64_t> p2p_sent_, p2p_received_;
+  std::string broken_;  // the first transport error; non-empty: refuse further operations
+
+  // Lock order: mu_ only (never held while an operation runs).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<Op, Work>> queue_;
+  bool busy_ = false;  // an operation is running (on the worker or a synchronous caller)
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace cohort::comm

@@ -1,0 +1,181 @@
+#include "cohort/comm/reduce.h"
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cohort/core/error.h"
+
+// Hot loops are compiled twice (x86-64-v3 with AVX2/FMA/F16C, and the baseline); the loader
+// picks one per process. Same idea as kernels/cpu/simd.h, which comm/ must not include.
+// Not under sanitizers: their runtime is not up yet when the loader runs ifunc resolvers.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#define COMM_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define COMM_SIMD_CLONES
+#endif
+#define COMM_INLINE inline __attribute__((always_inline))
+
+namespace cohort::comm {
+namespace {
+
+// Storage tags for the 16-bit floats: loads widen to float, stores round back.
+struct Half {
+  uint16_t bits;
+};
+struct BHalf {
+  uint16_t bits;
+};
+
+#ifdef __FLT16_MAX__
+COMM_INLINE float load(const Half* p) {
+  _Float16 h;
+  std::memcpy(&h, p, 2);
+  return float(h);
+}
+COMM_INLINE void store(Half* p, float v) {
+  _Float16 h = _Float16(v);
+  std::memcpy(p, &h, 2);
+}
+#else
+COMM_INLINE float load(const Half* p) {
+  return half_to_float(p->bits);
+}
+COMM_INLINE void store(Half* p, float v) {
+  p->bits = float_to_half(v);
+}
+#endif
+
+COMM_INLINE float load(const BHalf* p) {
+  uint32_t u = uint32_t(p->bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+COMM_INLINE void store(BHalf* p, float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  // Branch-free round to nearest even so the loop vectorises; NaN keeps a quiet NaN.
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t nan = (u >> 16) | 0x40u;
+  p->bits = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
+template <typename T>
+COMM_INLINE auto load(const T* p) {
+  if constexpr (std::is_integral_v<T>) {
+    return std::make_unsigned_t<T>(*p);  // wrap-around instead of signed overflow
+  } else {
+    return *p;
+  }
+}
+template <typename T, typename V>
+COMM_INLINE void store(T* p, V v) {
+  *p = T(v);
+}
+
+struct Sum {
+  template <typename V>
+  COMM_INLINE static V apply(V a, V b) {
+    return V(a + b);
+  }
+};
+struct Prod {
+  template <typename V>
+  COMM_INLINE static V apply(V a, V b) {
+    return V(a * b);
+  }
+};
+// min/max compare as signed for integer types (load() widened them to unsigned).
+template <typename T, bool kMax>
+struct MinMax {
+  template <typename V>
+  COMM_INLINE static V apply(V a, V b) {
+    if constexpr (std::is_integral_v<T>) {
+      T x = T(a), y = T(b);
+      return V((x < y) != kMax ? x : y);
+    } else {
+      return (a < b) != kMax ? a : b;
+    }
+  }
+};
+
+template <typename T, typename Op>
+COMM_INLINE void loop(void* dst, const void* lhs, const void* rhs, size_t n) {
+  T* d = static_cast<T*>(dst);
+  const T* a = static_cast<const T*>(lhs);
+  const T* b = static_cast<const T*>(rhs);
+  for (size_t i = 0; i < n; ++i) store(d + i, Op::apply(load(a + i), load(b + i)));
+}
+
+using Kernel = void (*)(void*, const void*, const void*, size_t);
+
+#define COMM_DEFINE_KERNELS(T, name)                                                    \
+  COMM_SIMD_CLONES void name##_sum(void* d, const void* a, const void* b, size_t n) {   \
+    loop<T, Sum>(d, a, b, n);                                                           \
+  }                                                                                     \
+  COMM_SIMD_CLONES void name##_prod(void* d, const void* a, const void* b, size_t n) {  \
+    loop<T, Prod>(d, a, b, n);                                                          \
+  }                                                                                     \
+  COMM_SIMD_CLONES void name##_min(void* d, const void* a, const void* b, size_t n) {   \
+    loop<T, MinMax<T, false>>(d, a, b, n);                                              \
+  }                                                                                     \
+  COMM_SIMD_CLONES void name##_max(void* d, const void* a, const void* b, size_t n) {   \
+    loop<T, MinMax<T, true>>(d, a, b, n);                                               \
+  }                                                                                     \
+  constexpr Kernel name##_kernels[kNumReduceOps] = {name##_sum, name##_sum, name##_min, \
+                                                    name##_max, name##_prod};
+
+COMM_DEFINE_KERNELS(float, f32)
+COMM_DEFINE_KERNELS(double, f64)
+COMM_DEFINE_KERNELS(Half, f16)
+COMM_DEFINE_KERNELS(BHalf, bf16)
+COMM_DEFINE_KERNELS(int32_t, i32)
+COMM_DEFINE_KERNELS(int64_t, i64)
+COMM_DEFINE_KERNELS(uint8_t, u8)
+
+// Indexed by DType, then by ReduceOp.
+constexpr const Kernel* kKernels[kNumDTypes] = {f32_kernels, f64_kernels, f16_kernels, bf16_kernels,
+                                                i32_kernels, i64_kernels, u8_kernels};
+
+template <typename T>
+void divide_loop(void* buf, size_t n, int divisor) {
+  T* p = static_cast<T*>(buf);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BHalf>) {
+    for (size_t i = 0; i < n; ++i) store(p + i, load(p + i) / float(divisor));
+  } else {
+    for (size_t i = 0; i < n; ++i) p[i] = T(p[i] / T(divisor));
+  }
+}
+
+}  // namespace
+
+void reduce(DType dtype, ReduceOp op, void* dst, const void* lhs, const void* rhs, size_t count) {
+  check_dtype(dtype, "reduce");
+  check_reduce_op(op, "reduce");
+  if (count == 0) return;
+  kKernels[int(dtype)][int(op)](dst, lhs, rhs, count);
+}
+
+void divide_by(DType dtype, void* buf, size_t count, int divisor) {
+  COHORT_CHECK_ARG(divisor > 0, "divide_by: divisor must be positive, got ", divisor);
+  switch (dtype) {
+    case DType::f32:
+      return divide_loop<float>(buf, count, divisor);
+    case DType::f64:
+      return divide_loop<double>(buf, count, divisor);
+    case DType::f16:
+      return divide_loop<Half>(buf, count, divisor);
+    case DType::bf16:
+      return divide_loop<BHalf>(buf, count, divisor);
+    case DType::i32:
+      return divide_loop<int32_t>(buf, count, divisor);
+    case DType::i64:
+      return divide_loop<int64_t>(buf, count, divisor);
+    case DType::u8:
+      return divide_loop<uint8_t>(buf, count, divisor);
+  }
+  check_dtype(dtype, "divide_by");
+}
+
+}  // namespace cohort::comm

@@ -1,0 +1,107 @@
+#include "cohort/comm/transport/backoff.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace cohort::comm::transport {
+namespace {
+
+using namespace std::chrono;
+
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+}  // namespace
+
+void Notifier::notify() {
+  gen_.fetch_add(1, std::memory_order_acq_rel);
+  if (waiters_.load(std::memory_order_acquire) > 0) {
+    std::lock_guard<std::mutex> lock(mu_);  // orders with the waiter's check under mu_
+    cv_.notify_all();
+  }
+}
+
+void Notifier::wait_until(uint64_t seen, steady_clock::time_point until) {
+  std::unique_lock<std::mutex> lock(mu_);
+  waiters_.fetch_add(1, std::memory_order_acq_rel);
+  cv_.wait_until(lock, until, [&] { return generation() != seen; });
+  waiters_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+Backoff::Policy Backoff::policy_for(int local_ranks) {
+  Policy p;
+  if (local_ranks <= usable_cores()) {
+    // Every rank has a core: spinning is free and gives the lowest latency.
+    p.spin = microseconds(100);
+    p.yield = milliseconds(2);
+    p.max_sleep = microseconds(200);
+  } else {
+    // Oversubscribed: the peer we wait for may need our core. Yield at once, sleep soon.
+    p.spin = nanoseconds(0);
+    p.yield = microseconds(50);
+    p.max_sleep = microseconds(1000);
+  }
+  return p;
+}
+
+Backoff::Backoff(const Policy& policy) : policy_(policy) {}
+
+void AdaptiveSpin::update(bool gave_up_spinning) {
+  if (gave_up_spinning) {
+    now_ = now_ < microseconds(1) ? nanoseconds(0) : now_ / 2;
+  } else {
+    now_ = std::min(max_, now_ * 2 + microseconds(1));
+  }
+}
+
+void Backoff::reset() {
+  start_ = {};
+  sleep_ = nanoseconds(0);
+  polls_ = 0;
+}
+
+void Backoff::pause(Notifier* notifier, uint64_t seen, bool polling,
+                    steady_clock::time_point deadline) {
+  auto now = steady_clock::now();
+  if (polls_++ == 0) start_ = now;
+  if (!polling && notifier) {
+    // Only an event-loop thread can complete the op: sleep until it rings (or the deadline;
+    // capped so that a lost wake-up costs at most a little latency).
+    notifier->wait_until(seen, std::min(deadline, now + milliseconds(50)));
+    return;
+  }
+  auto elapsed = now - start_;
+  if (elapsed < policy_.spin) {
+    for (int i = 0; i < 32; ++i) cpu_relax();
+    return;
+  }
+  gave_up_ = true;
+  if (elapsed < policy_.spin + policy_.yield) {
+    sched_yield();
+    return;
+  }
+  sleep_ = std::clamp<nanoseconds>(sleep_ * 2, microseconds(10), policy_.max_sleep);
+  auto until = std::min(deadline, now + sleep_);
+  if (notifier) {
+    notifier->wait_until(seen, until);
+  } else {
+    std::this_thread::sleep_until(until);
+  }
+}
+
+}  // namespace cohort::comm::transport

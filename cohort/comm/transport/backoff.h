@@ -1,0 +1,71 @@
+#pragma once
+// How a waiting rank spends its time. Shared-memory transfers are driven by the waiting thread
+// itself, so a waiter polls; but tests run 4-8 ranks on 2 cores, where a spinning rank steals
+// the core its peer needs. So: spin briefly (only when every local rank can have a core), then
+// sched_yield, then sleep in growing steps (or on the Notifier, which the TCP event loop rings
+// when it completes an op).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace cohort::comm::transport {
+
+// Spin budget that adapts to how waits end: it halves when spinning did not suffice (the peer
+// we wait for probably needs our core: other processes, or ranks sharing a core) and grows
+// back while waits complete within it. Starts at, and never exceeds, the policy's spin.
+class AdaptiveSpin {
+ public:
+  void reset(std::chrono::nanoseconds max) { max_ = now_ = max; }
+  std::chrono::nanoseconds now() const { return now_; }
+  void update(bool gave_up_spinning);
+
+ private:
+  std::chrono::nanoseconds max_{0}, now_{0};
+};
+
+// A generation counter with a condition variable: waiters sleep until it moves.
+class Notifier {
+ public:
+  uint64_t generation() const { return gen_.load(std::memory_order_acquire); }
+  void notify();
+  // Sleeps until the generation differs from `seen` or until `until`.
+  void wait_until(uint64_t seen, std::chrono::steady_clock::time_point until);
+
+ private:
+  std::atomic<uint64_t> gen_{0};
+  std::atomic<int> waiters_{0};
+  std::mutex mu_;  // only for the condition variable
+  std::condition_variable cv_;
+};
+
+class Backoff {
+ public:
+  struct Policy {
+    std::chrono::nanoseconds spin{0};   // busy-poll this long first
+    std::chrono::nanoseconds yield{0};  // then sched_yield this long
+    std::chrono::nanoseconds max_sleep{std::chrono::microseconds(500)};
+  };
+  // Spins only when this host's ranks of the context fit on its cores.
+  static Policy policy_for(int local_ranks);
+
+  explicit Backoff(const Policy& policy);
+  // Call after each unproductive poll. `notifier` may be null. `polling` tells whether some
+  // caller-driven pair has pending work (then sleeps stay short, since nobody rings for it).
+  void pause(Notifier* notifier, uint64_t seen, bool polling,
+             std::chrono::steady_clock::time_point deadline);
+  // Progress was made: start over with spinning.
+  void reset();
+  // Whether some pause went past the spin phase (yielded or slept) since construction.
+  bool gave_up_spinning() const { return gave_up_; }
+
+ private:
+  Policy policy_;
+  bool gave_up_ = false;
+  std::chrono::steady_clock::time_point start_{};
+  std::chrono::nanoseconds sleep_{0};
+  uint32_t polls_ = 0;
+};
+
+}  // namespace cohort::comm::transport

@@ -1,0 +1,122 @@
+#include "cohort/comm/transport/context.h"
+
+#include "cohort/comm/transport/tcp/tcp_endpoint.h"
+
+namespace cohort::comm::transport {
+Context::Context(int rank, int size) : rank_(rank), size_(size) {}
+
+Context::~Context() {
+  if (tcp_) tcp_->stop();  // the loop thread must not touch pairs being destroyed
+  close();
+}
+
+const char* Context::pair_kind(int peer) const {
+  COHORT_CHECK_ARG(peer >= 0 && peer < size_, "transport: rank ", peer, " is not in [0, ", size_,
+                   ")");
+  return pairs_[size_t(peer)] ? pairs_[size_t(peer)]->kind() : "self";
+}
+
+Pair& Context::pair_for(int peer, const char* op) {
+  COHORT_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "transport: ", op, " to rank ", peer,
+                   " from rank ", rank_, ": the peer must be another rank in [0, ", size_, ")");
+  return *pairs_[size_t(peer)];
+}
+
+Request Context::send(int peer, const void* data, size_t bytes, const Header& header) {
+  Pair& p = pair_for(peer, "send");
+  auto op = std::make_shared<OpState>();
+  op->kind = OpKind::kSend;
+  op->header = header;
+  op->data = static_cast<char*>(const_cast<void*>(data));
+  op->bytes = bytes;
+  p.post(op);
+  return Request(std::move(op), this);
+}
+
+Request Context::recv(int peer, void* data, size_t bytes, const Header& header,
+                      const RecvReduce* reduce) {
+  Pair& p = pair_for(peer, "recv");
+  auto op = std::make_shared<OpState>();
+  op->kind = OpKind::kRecv;
+  op->header = header;
+  op->data = static_cast<char*>(data);
+  op->bytes = bytes;
+  if (reduce) {
+    size_t esz = dtype_size(reduce->dtype);
+    check_reduce_op(reduce->op, "transport recv");
+    COHORT_CHECK_ARG(bytes % esz == 0, "transport: reducing recv of ", bytes,
+                     " bytes is not a whole number of ", dtype_name(reduce->dtype), " elements");
+    op->reduce = true;
+    op->reduce_spec = *reduce;
+  }
+  p.post(op);
+  return Request(std::move(op), this);
+}
+
+bool Context::progress_all() {
+  bool moved = false;
+  for (Pair* p : polled_) moved |= p->progress();
+  return moved;
+}
+
+bool Context::test(OpState& op) {
+  if (!op.finished()) progress_all();
+  return op.finished();
+}
+
+void Context::wait(OpState& op, Deadline deadline) {
+  Backoff::Policy policy = backoff_policy_;
+  policy.spin = spin_.now();
+  Backoff backoff(policy);
+  struct Adapt {  // on every exit, including throws
+    AdaptiveSpin& spin;
+    Backoff& backoff;
+    ~Adapt() { spin.update(backoff.gave_up_spinning()); }
+  } adapt{spin_, backoff};
+  for (;;) {
+    uint64_t seen = notifier_.generation();
+    bool moved = progress_all();
+    int status = op.status.load(std::memory_order_acquire);
+    if (status == 1) return;
+    if (status == 2) std::rethrow_exception(op.error);
+    if (Clock::now() >= deadline) throw_timeout(op, deadline);
+    if (moved) {
+      backoff.reset();
+    } else {
+      backoff.pause(&notifier_, seen, !polled_.empty(), deadline);
+    }
+  }
+}
+
+void Context::wait_all(std::vector<Request>& requests, Deadline deadline) {
+  // Waiting on each in turn drives all pairs, so order does not matter for progress; errors
+  // surface for the first failed request in the list.
+  for (Request& r : requests) {
+    if (r.valid()) r.wait(deadline);
+  }
+}
+
+void Context::throw_timeout(OpState& op, Deadline deadline) {
+  Pair& p = *pairs_[size_t(op.peer)];
+  Timeout e(detail::str("transport: ", op.describe(), " (", p.kind(), ", tag ", op.header.tag,
+                        ") passed its deadline; ", op.done_bytes, " of ", op.bytes,
+                        " bytes transferred; check that rank ", op.peer,
+                        " is alive and calls the same operations"));
+  p.abort(std::make_exception_ptr(e));
+  throw e;
+}
+
+void Context::close() {
+  for (auto& p : pairs_) {
+    if (p) p->close();
+  }
+}
+
+void Context::abort(const std::string& reason) {
+  auto e = std::make_exception_ptr(IoError(reason));
+  for (auto& p : pairs_) {
+    if (p) p->abort(e);
+  }
+}
+
+}  // namespace cohort::comm::transport

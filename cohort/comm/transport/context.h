@@ -1,0 +1,82 @@
+#pragma once
+// Context: one communicator's connections, one Pair per peer (see transport.h).
+//
+// Connection protocol (every rank of the context runs it at once, through the Store):
+//   1. publish "<prefix>/info/<rank>": host identity, pid, TCP address (port chosen by the OS);
+//   2. read every peer's info; pick shm for peers with the same host identity (kAuto), else tcp;
+//   3. shm: the lower rank creates the segment and publishes its name, the higher rank maps it,
+//      unlinks it and acknowledges; tcp: the higher rank connects to the lower rank's listener,
+//      both prove the job secret (rendezvous/auth.h) and the connector names its rank.
+// Creation throws Timeout naming the ranks that did not arrive within connect_timeout.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/comm/transport/backoff.h"
+#include "cohort/comm/transport/transport.h"
+
+namespace cohort::comm::transport {
+
+class TcpEndpoint;
+
+class Context {
+ public:
+  static std::unique_ptr<Context> create(const Device& device, rendezvous::Store& store, int rank,
+                                         int size, const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Ranks of this context on this host (this one included); sizes the spin budget.
+  int local_ranks() const { return local_ranks_; }
+  // "shm" / "tcp" / "self".
+  const char* pair_kind(int peer) const;
+
+  Request send(int peer, const void* data, size_t bytes, const Header& header);
+  // With reduce set, incoming elements are folded into data (see RecvReduce).
+  Request recv(int peer, void* data, size_t bytes, const Header& header,
+               const RecvReduce* reduce = nullptr);
+
+  // Drives caller-driven pairs until op finishes; rethrows its error; Timeout past deadline
+  // (after breaking the op's pair).
+  void wait(OpState& op, Deadline deadline);
+  // One progress step; true if op has finished.
+  bool test(OpState& op);
+  // Waits for every request (all are driven together, so no send can starve a recv).
+  void wait_all(std::vector<Request>& requests, Deadline deadline);
+
+  // Closes every pair: peers' pending and later ops fail with IoError naming this rank.
+  void close();
+  // Breaks every pair after an error: peers' ops fail at once with an IoError quoting `reason`.
+  void abort(const std::string& reason);
+
+ private:
+  Context(int rank, int size);
+  Pair& pair_for(int peer, const char* op);
+  bool progress_all();
+  [[noreturn]] void throw_timeout(OpState& op, Deadline deadline);
+  // Connection setup (connect.cc).
+  struct Plan {
+    std::vector<int> shm_peers, tcp_lower, tcp_higher;
+    std::vector<std::string> tcp_address;  // by rank
+  };
+  void connect(const Device& device, rendezvous::Store& store, const ContextOptions& options);
+  Plan plan_peers(const DeviceOptions& dev, rendezvous::Store& store, const std::string& prefix,
+                  Deadline deadline);
+  void connect_pairs(const Plan& plan, const DeviceOptions& dev, rendezvous::Store& store,
+                     const std::string& prefix, Deadline deadline);
+
+  int rank_;
+  int size_;
+  int local_ranks_ = 1;
+  std::vector<std::unique_ptr<Pair>> pairs_;  // indexed by rank; null for this rank
+  std::vector<Pair*> polled_;                 // caller-driven pairs
+  std::unique_ptr<TcpEndpoint> tcp_;          // listener and event loop, if any pair is tcp
+  Notifier notifier_;                         // rung by the tcp event loop on completion
+  Backoff::Policy backoff_policy_;
+  AdaptiveSpin spin_;
+};
+
+}  // namespace cohort::comm::transport

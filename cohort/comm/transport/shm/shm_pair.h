@@ -1,0 +1,86 @@
+#pragma once
+// Shared-memory Pair for peers on one host: no kernel copy on the data path.
+//
+// One segment per pair (a /dev/shm file created by the lower rank, mapped by both, unlinked as
+// soon as the higher rank has mapped it). It holds a control page and two single-producer
+// single-consumer byte rings, one per direction:
+//
+//   control page: magic, version, ring size, pid[2], closed[2],
+//                 ring[d].head (producer's cache line), ring[d].tail (consumer's cache line)
+//   ring 0 data:  lower rank -> higher rank
+//   ring 1 data:  higher rank -> lower rank
+//
+// head and tail count bytes since creation (never wrap). A message is a 48-byte frame
+// (magic, length, Header) then the payload, padded to 8 bytes, so frames and elements stay
+// aligned. Large messages stream through the ring in chunks: the sender publishes head every
+// chunk and the receiver copies (or reduces) and publishes tail as data arrives, so both run
+// at once. Progress is made by whichever thread waits (Context::wait), no helper thread.
+//
+// A dead peer has no EOF here: closed[] is set by an orderly close or abort, and while waiting
+// the pair checks every few ms that the peer's process still runs (/proc/<pid>/stat).
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "cohort/comm/transport/transport.h"
+
+namespace cohort::comm::transport {
+
+struct ShmControl;
+
+class ShmPair : public Pair {
+ public:
+  // Lower rank: creates the segment; *name receives what to publish for the peer.
+  static std::unique_ptr<ShmPair> create(int rank, int peer, size_t ring_bytes, std::string* name);
+  // Higher rank: maps the segment the peer created and unlinks its name.
+  static std::unique_ptr<ShmPair> open(int rank, int peer, size_t ring_bytes,
+                                       const std::string& name);
+  ~ShmPair() override;
+
+  // The creator unlinks the name once the peer has mapped it (or on destruction).
+  void unlink_name();
+
+  const char* kind() const override { return "shm"; }
+  void post(const std::shared_ptr<OpState>& op) override;
+  bool progress() override;
+  bool caller_driven() const override { return true; }
+  void abort(std::exception_ptr why) override;
+  void close() override;
+
+ private:
+  ShmPair(int rank, int peer, size_t ring_bytes);
+  void map(int fd, bool create);
+  bool advance(bool check_peer);
+  bool progress_send(OpState& op);
+  bool progress_recv(OpState& op);
+  bool read_frame(OpState& op);
+  void write_bytes(const void* src, size_t n);  // at tx_head_, wrapping
+  void read_bytes(void* dst, size_t n);         // at rx_tail_, wrapping
+  size_t tx_free();
+  void check_peer(OpState& op);  // fails op (and the pair) if the peer closed or died
+  void break_pair(std::exception_ptr why);
+
+  int rank_;
+  int side_;  // 0: lower rank of the pair
+  size_t ring_bytes_;
+  size_t chunk_;
+  std::string name_;  // non-empty while this side still has to unlink it
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  ShmControl* ctl_ = nullptr;
+  char* tx_data_ = nullptr;
+  char* rx_data_ = nullptr;
+  // Local copies: only this side writes tx head and rx tail.
+  uint64_t tx_head_ = 0;
+  uint64_t tx_tail_seen_ = 0;
+  uint64_t rx_tail_ = 0;
+  uint64_t send_seq_ = 0;
+  uint64_t recv_seq_ = 0;
+  std::deque<std::shared_ptr<OpState>> sends_, recvs_;
+  std::exception_ptr broken_;
+  bool closed_ = false;
+  uint32_t idle_polls_ = 0;
+  Clock::time_point next_liveness_check_{};
+};
+
+}  // namespace cohort::comm::transport

@@ -1,0 +1,57 @@
+#include "cohort/comm/work.h"
+
+#include "cohort/core/error.h"
+
+namespace cohort::comm {
+
+Work Work::pending(std::string name) {
+  Work w;
+  w.state_ = std::make_shared<State>();
+  w.state_->name = std::move(name);
+  return w;
+}
+
+void Work::complete(std::exception_ptr error) const {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->error = std::move(error);
+    state_->done = true;
+  }
+  state_->cv.notify_all();
+}
+
+bool Work::done() const {
+  COHORT_CHECK_ARG(state_ != nullptr, "Work::done: empty Work");
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+void Work::wait() const {
+  COHORT_CHECK_ARG(state_ != nullptr, "Work::wait: empty Work");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done; });
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+void Work::wait(std::chrono::milliseconds timeout) const {
+  COHORT_CHECK_ARG(state_ != nullptr, "Work::wait: empty Work");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
+    throw Timeout(detail::str(state_->name, " not done after ", timeout.count(),
+                              " ms (Work::wait); it keeps running until its own deadline"));
+  }
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+std::exception_ptr Work::exception() const {
+  COHORT_CHECK_ARG(state_ != nullptr, "Work::exception: empty Work");
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->error;
+}
+
+const std::string& Work::name() const {
+  COHORT_CHECK_ARG(state_ != nullptr, "Work::name: empty Work");
+  return state_->name;
+}
+
+}  // namespace cohort::comm

@@ -1,0 +1,65 @@
+#pragma once
+// TcpStoreServer: the rendezvous store of a job, hosted by the launcher or by rank 0; clients
+// are TcpStore (tcp_store.h). Protocol: auth.h (handshake), then wire.h (frames).
+//
+// One thread runs a poll() event loop over non-blocking sockets, so one server serves thousands
+// of ranks without a thread per client. A get or wait on a missing key parks that connection;
+// it is answered the moment the key is written, or with a timeout status at its deadline.
+// Nothing polls or spins while waiting.
+//
+// Hostile input is expected: a connection that sends garbage, a malformed frame or an oversize
+// length is dropped with a logged error naming the peer; a wrong secret is refused and logged
+// (warn); a peer that does not finish authenticating within auth_timeout is dropped. The server
+// keeps serving everyone else.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cohort/rendezvous/secret.h"
+#include "cohort/rendezvous/store.h"
+
+namespace cohort::rendezvous {
+
+struct TcpStoreServerOptions {
+  // Interface to bind. Loopback by default, so nothing off this host can reach the store unless
+  // asked: "0.0.0.0" or "::" for every interface, or one address of this host.
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: the OS picks a free port; read it back with port()
+  Secret secret;
+  SecretPolicy secret_policy = SecretPolicy::kRequired;
+  Millis auth_timeout = std::chrono::seconds(10);
+  int backlog = 1024;
+};
+
+class TcpStoreServer {
+ public:
+  struct Stats {
+    uint64_t accepted = 0;       // connections accepted
+    uint64_t authenticated = 0;  // of which passed the handshake
+    uint64_t auth_failures = 0;  // refused: wrong secret
+    uint64_t dropped = 0;        // dropped for garbage, malformed frames or auth timeout
+    uint64_t open = 0;           // connections open now
+    uint64_t keys = 0;           // keys held
+  };
+
+  // Binds, listens and starts the loop. InvalidArgument for a missing secret (see
+  // SecretPolicy) or an insecure non-loopback bind; IoError if the address cannot be bound.
+  explicit TcpStoreServer(TcpStoreServerOptions options);
+  // Stops the loop and closes every connection; clients then get IoError.
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  const std::string& host() const;  // the bound address, e.g. "127.0.0.1"
+  uint16_t port() const;            // the bound port
+  std::string address() const;      // "127.0.0.1:41234"
+  Stats stats() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cohort::rendezvous

@@ -1,0 +1,62 @@
+#pragma once
+// Helpers for comm tests that run ranks as threads of one process (DESIGN convention 8).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cohort/comm/types.h"
+#include "cohort/core/error.h"
+
+namespace cohort::comm::testing {
+
+// Runs fn(rank) on `size` threads and joins them. An exception escaping a rank fails the test
+// with the rank and the message (other ranks are expected to fail on their own deadlines).
+inline void run_ranks(int size, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[size_t(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < size; ++r) {
+    if (!errors[size_t(r)]) continue;
+    try {
+      std::rethrow_exception(errors[size_t(r)]);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << r << " threw: " << e.what();
+    }
+  }
+}
+
+// Calls fn and returns the message of the exception of type E it throws ("" and a test failure
+// if it throws nothing or something else).
+template <typename E, typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw the wrong type: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+inline std::chrono::steady_clock::time_point in_ms(int ms) {
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+}
+
+}  // namespace cohort::comm::testing

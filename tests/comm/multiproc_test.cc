@@ -1,0 +1,201 @@
+// Ranks as real processes (fork): allreduce over shm and tcp with an authenticated TcpStore,
+// and a rank killed with SIGKILL mid-job, which the others must report as an IoError naming it
+// within their deadline. Children report through their exit status (gtest runs in the parent).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cohort/rendezvous/tcp_store.h"
+#include "cohort/rendezvous/tcp_store_server.h"
+#include "tests/comm/collective_util.h"
+
+namespace cohort::comm {
+namespace {
+
+using namespace cohort::comm::testing;
+using std::chrono::milliseconds;
+using transport::TransportKind;
+
+enum Exit { kOk = 0, kWrongResult = 1, kUnexpectedError = 2, kNoError = 3, kChildTimeout = 99 };
+
+struct Job {
+  int size;
+  TransportKind kind;
+  rendezvous::Secret secret;
+  uint16_t store_port;
+};
+
+std::shared_ptr<rendezvous::Store> connect_store(const Job& job) {
+  rendezvous::TcpStoreOptions o;
+  o.port = job.store_port;
+  o.secret = job.secret;
+  o.timeout = std::chrono::seconds(20);
+  return std::make_shared<rendezvous::TcpStore>(o);
+}
+
+CommOptions job_options(const Job& job) {
+  CommOptions o = test_options(job.kind);
+  o.device.secret = job.secret;
+  o.timeout = milliseconds(3000);
+  return o;
+}
+
+// Every rank: allreduce sum and avg over a prime count, f32 and bf16, checked exactly.
+int allreduce_child(const Job& job, int rank) {
+  auto c = Communicator::create(connect_store(job), rank, job.size, job_options(job));
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+      size_t count = 1009;
+      auto buf = make_input(t, op, rank, count);
+      allreduce(*c, {.output = buf.data(), .count = count, .dtype = t, .op = op});
+      auto want = reference(t, op, job.size, count);
+      std::string diff = compare(t, buf.data(), want.data(), count);
+      if (!diff.empty()) {
+        std::fprintf(stderr, "rank %d %s %s: %s\n", rank, dtype_name(t), reduce_op_name(op),
+                     diff.c_str());
+        return kWrongResult;
+      }
+    }
+  }
+  barrier(*c);
+  return kOk;
+}
+
+// The last rank dies (SIGKILL: no destructor, no orderly close) after one allreduce; the
+// others must get an IoError naming it from the next one, well within the deadline.
+int killed_peer_child(const Job& job, int rank) {
+  auto c = Communicator::create(connect_store(job), rank, job.size, job_options(job));
+  std::vector<float> buf(4099, 1.0f);
+  allreduce(*c, {.output = buf.data(), .count = buf.size()});
+  int victim = job.size - 1;
+  if (rank == victim) ::raise(SIGKILL);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    allreduce(*c, {.output = buf.data(), .count = buf.size(), .algorithm = Algorithm::kRing});
+  } catch (const IoError& e) {
+    std::string msg = e.what();
+    auto took = std::chrono::steady_clock::now() - start;
+    // The victim's neighbours see it die; the others see a neighbour give up ("closed").
+    bool names_it = msg.find(detail::str("rank ", victim)) != std::string::npos ||
+                    msg.find("closed") != std::string::npos;
+    if (!names_it || took > milliseconds(2500)) {
+      std::fprintf(stderr, "rank %d: unexpected error after %lld ms: %s\n", rank,
+                   (long long)std::chrono::duration_cast<milliseconds>(took).count(), e.what());
+      return kUnexpectedError;
+    }
+    return kOk;
+  }
+  return kNoError;
+}
+
+// Forks one process per rank running fn and returns their exit statuses.
+std::vector<int> run_processes(const Job& job, int (*fn)(const Job&, int)) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < job.size; ++r) {
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = kUnexpectedError;
+      try {
+        code = fn(job, r);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d threw: %s\n", r, e.what());
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(pids.size(), kChildTimeout);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  size_t left = pids.size();
+  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (pids[i] == 0) continue;
+      int status = 0;
+      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        pids[i] = 0;
+        --left;
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  for (pid_t pid : pids) {
+    if (pid != 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  return codes;
+}
+
+// The store server runs in a process of its own: forking ranks from a process whose server
+// thread may hold a lock (OpenSSL's, the allocator's) at that moment can deadlock the child.
+class StoreProcess {
+ public:
+  explicit StoreProcess(const rendezvous::Secret& secret) {
+    int fds[2];
+    EXPECT_EQ(::pipe(fds), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(fds[0]);
+      rendezvous::TcpStoreServerOptions so;
+      so.secret = secret;
+      rendezvous::TcpStoreServer server(so);
+      uint16_t port = server.port();
+      (void)!::write(fds[1], &port, sizeof(port));
+      for (;;) ::pause();  // until the test kills it
+    }
+    ::close(fds[1]);
+    EXPECT_EQ(::read(fds[0], &port_, sizeof(port_)), ssize_t(sizeof(port_)));
+    ::close(fds[0]);
+  }
+  ~StoreProcess() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+};
+
+class MultiProcess : public ::testing::TestWithParam<TransportKind> {
+ protected:
+  Job job(int size) {
+    rendezvous::Secret secret = rendezvous::Secret::generate();
+    store_.reset();
+    store_ = std::make_unique<StoreProcess>(secret);
+    return Job{size, GetParam(), secret, store_->port()};
+  }
+  std::unique_ptr<StoreProcess> store_;
+};
+
+TEST_P(MultiProcess, AllreduceAcrossProcesses) {
+  for (int size : {2, 4}) {
+    auto codes = run_processes(job(size), allreduce_child);
+    for (int r = 0; r < size; ++r)
+      EXPECT_EQ(codes[size_t(r)], kOk) << "size " << size << " rank " << r;
+  }
+}
+
+TEST_P(MultiProcess, KilledRankBecomesIoErrorOnTheOthers) {
+  auto codes = run_processes(job(3), killed_peer_child);
+  EXPECT_EQ(codes[2], 128 + SIGKILL);
+  EXPECT_EQ(codes[0], kOk);
+  EXPECT_EQ(codes[1], kOk);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, MultiProcess,
+                         ::testing::Values(TransportKind::kShm, TransportKind::kTcp),
+                         [](const auto& info) {
+                           return std::string(transport::transport_name(info.param));
+                         });
+
+}  // namespace
+}  // namespace cohort::comm

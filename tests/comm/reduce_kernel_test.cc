@@ -1,0 +1,137 @@
+// The reduction kernels and 16-bit conversions that every collective relies on: exhaustive
+// half round trips, conversions against the compiler's _Float16, and each (dtype, op) kernel
+// against a scalar loop on inexact values (this exercises the vectorised clones).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cohort/comm/reduce.h"
+#include "tests/comm/collective_util.h"
+
+namespace cohort::comm {
+namespace {
+
+using namespace cohort::comm::testing;
+
+TEST(HalfConversion, EveryHalfRoundTripsThroughFloat) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float f = half_to_float(uint16_t(h));
+    bool nan = (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu);
+    if (nan) {
+      ASSERT_TRUE(std::isnan(f)) << std::hex << h;
+    } else {
+      ASSERT_EQ(float_to_half(f), uint16_t(h)) << std::hex << h;
+    }
+  }
+}
+
+#ifdef __FLT16_MAX__
+TEST(HalfConversion, FloatToHalfMatchesTheCompilersRounding) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t u = bits(rng);
+    // Bias towards the half range (exponents 100..145) so that subnormals, ties and overflow
+    // get plenty of cases.
+    if (i % 2) u = (u & 0x807fffffu) | ((100u + u % 46u) << 23);
+    float f;
+    std::memcpy(&f, &u, 4);
+    if (std::isnan(f)) continue;
+    _Float16 h = _Float16(f);
+    uint16_t want;
+    std::memcpy(&want, &h, 2);
+    ASSERT_EQ(float_to_half(f), want) << "float bits 0x" << std::hex << u;
+  }
+}
+#endif
+
+TEST(Bf16Conversion, RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is halfway between bf16 1.0 and 1.0078125: ties go to even (1.0).
+  EXPECT_EQ(float_to_bf16(1.00390625f), 0x3f80);
+  // 1 + 3 * 2^-8 is halfway between 1.0078125 (odd) and 1.015625: up to even.
+  EXPECT_EQ(float_to_bf16(1.01171875f), 0x3f82);
+  EXPECT_EQ(bf16_to_float(0xc040), -3.0f);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+}
+
+double combine(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return a + b;
+    case ReduceOp::min:
+      return std::min(a, b);
+    case ReduceOp::max:
+      return std::max(a, b);
+    case ReduceOp::prod:
+      return a * b;
+  }
+  return 0;
+}
+
+// Scalar reference: widen both operands, combine in the kernel's precision, round back.
+std::vector<char> scalar_reduce(DType t, ReduceOp op, const std::vector<char>& a,
+                                const std::vector<char>& b, size_t n) {
+  std::vector<char> out(a.size());
+  for (size_t i = 0; i < n; ++i) {
+    double x = get(t, a.data(), i), y = get(t, b.data(), i), r;
+    if (t == DType::f32 || t == DType::f16 || t == DType::bf16) {
+      float fx = float(x), fy = float(y);
+      r = op == ReduceOp::min    ? std::min(fx, fy)
+          : op == ReduceOp::max  ? std::max(fx, fy)
+          : op == ReduceOp::prod ? fx * fy
+                                 : fx + fy;
+    } else if (t == DType::u8) {
+      r = double(uint8_t(int64_t(combine(op, x, y)) & 0xff));
+    } else {
+      r = combine(op, x, y);
+    }
+    put(t, out.data(), i, r);
+  }
+  return out;
+}
+
+TEST(ReduceKernel, EveryDtypeAndOpMatchesScalarLoopAndAliases) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-100.0f, 100.0f);
+  const size_t n = 1003;  // not a multiple of any vector width
+  for (DType t : kAllDTypes) {
+    bool integer = t == DType::i32 || t == DType::i64 || t == DType::u8;
+    std::vector<char> a(n * dtype_size(t) + 1), b(a.size());
+    for (size_t i = 0; i < n; ++i) {
+      double x = dist(rng), y = dist(rng);
+      if (integer) x = std::round(x), y = std::round(y);
+      put(t, a.data(), i, x);
+      put(t, b.data(), i, y);
+    }
+    for (ReduceOp op : kAllOps) {
+      auto want = scalar_reduce(t, op, a, b, n);
+      std::vector<char> out(a.size());
+      reduce(t, op, out.data(), a.data(), b.data(), n);
+      EXPECT_EQ(compare(t, out.data(), want.data(), n), "")
+          << dtype_name(t) << " " << reduce_op_name(op);
+      std::vector<char> acc = b;  // dst aliasing rhs, as the transports use it
+      reduce(t, op, acc.data(), a.data(), acc.data(), n);
+      EXPECT_EQ(compare(t, acc.data(), want.data(), n), "")
+          << dtype_name(t) << " " << reduce_op_name(op) << " in place";
+    }
+  }
+}
+
+TEST(ReduceKernel, DivideByFinishesAnAverage) {
+  std::vector<char> buf(16);
+  put(DType::i32, buf.data(), 0, -7);
+  put(DType::i32, buf.data(), 1, 7);
+  divide_by(DType::i32, buf.data(), 2, 2);
+  EXPECT_EQ(get(DType::i32, buf.data(), 0), -3);  // toward zero
+  EXPECT_EQ(get(DType::i32, buf.data(), 1), 3);
+  put(DType::bf16, buf.data(), 0, 3.0);
+  divide_by(DType::bf16, buf.data(), 1, 4);
+  EXPECT_EQ(get(DType::bf16, buf.data(), 0), 0.75);
+  EXPECT_THROW(divide_by(DType::f32, buf.data(), 1, 0), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace cohort::comm

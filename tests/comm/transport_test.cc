@@ -203,9 +203,8 @@ TEST(TcpTransport, GarbageFrameFromPeerIsIoErrorNamingIt) {
     addr = addr.substr(0, addr.find('\n'));
     auto deadline = in_ms(5000);
     size_t colon = addr.rfind(':');
-    rendezvous::Fd fd = rendezvous::connect_tcp(addr.substr(0, colon),
-                                                uint16_t(std::stoi(addr.substr(colon + 1))),
-                                                deadline, "rank 0");
+    rendezvous::Fd fd = rendezvous::connect_tcp(
+        addr.substr(0, colon), uint16_t(std::stoi(addr.substr(colon + 1))), deadline, "rank 0");
     rendezvous::auth::answer_challenge(fd.get(), o.secret, "cohort-tcp-v1", deadline, "rank 0");
     const uint32_t hello[4] = {0x31485463u, 1, 2, 0};
     rendezvous::write_all(fd.get(), hello, sizeof(hello), deadline, "rank 0", "hello");

@@ -51,6 +51,12 @@ Communicator::Op make_op(OpCode code, DType dtype, ReduceOp rop, Algorithm algo,
 using namespace internal;
 
 Algorithm choose_allreduce_algorithm(const Communicator& c, size_t bytes) {
+  // Across hosts the flat algorithms push every byte over the slow links several times; the
+  // hierarchy crosses them once per host. Measured over veth between network namespaces (2 x 2
+  // ranks) it won at every size from 4 KiB to 16 MiB. The topology is the same on every rank.
+  if (c.topology().is_hierarchical()) {
+    return Algorithm::kHierarchical;
+  }
   return c.cost_model().best_allreduce(c.size(), bytes);
 }
 
@@ -63,10 +69,12 @@ Communicator::Op allreduce_op(Communicator& c, const AllreduceOptions& o) {
   Algorithm algo = o.algorithm;
   if (algo == Algorithm::kAuto) algo = choose_allreduce_algorithm(c, bytes);
   check_algorithm("allreduce", algo,
-                  {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling});
+                  {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
+                   Algorithm::kHierarchical});
   auto op = make_op(OpCode::kAllreduce, o.dtype, o.op, algo, -1, o.count, o.timeout);
   size_t chunk = c.options().chunk_bytes;
-  op.body = [o, algo, bytes, chunk](Exec& ex) {
+  const HostTopology* topo = &c.topology();  // the communicator outlives its operations
+  op.body = [o, algo, bytes, chunk, topo](Exec& ex) {
     char* out = static_cast<char*>(o.output);
     if (o.input && o.input != o.output) std::memcpy(out, o.input, bytes);
     if (o.count == 0 || ex.size() == 1) return;
@@ -75,6 +83,8 @@ Communicator::Op allreduce_op(Communicator& c, const AllreduceOptions& o) {
         return algo::allreduce_recursive_doubling(ex, out, o.count);
       case Algorithm::kHalvingDoubling:
         return algo::allreduce_halving_doubling(ex, out, o.count);
+      case Algorithm::kHierarchical:
+        return algo::allreduce_hierarchical(ex, out, o.count, *topo, chunk);
       default:
         return algo::allreduce_ring(ex, out, o.count, chunk);
     }

@@ -36,7 +36,8 @@ struct AllreduceOptions {
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
   milliseconds timeout{0};
-  Algorithm algorithm = Algorithm::kAuto;  // ring, recursive_doubling, halving_doubling
+  Algorithm algorithm = Algorithm::kAuto;  // ring, recursive_doubling, halving_doubling,
+                                           // hierarchical
 };
 
 struct BroadcastOptions {

@@ -41,6 +41,9 @@ Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, i
   prefix_ = detail::str(options_.prefix, "/", incarnation);
   co.prefix = prefix_;
   ctx_ = transport::Context::create(transport::Device(options_.device), *store_, rank, size, co);
+  topology_ = exchange_host_ids(*store_, prefix_, rank, size,
+                                options_.host_id.empty() ? default_host_id() : options_.host_id,
+                                options_.connect_timeout);
   if (options_.cost_model) {
     cost_model_ = *options_.cost_model;
   } else {

@@ -25,6 +25,7 @@
 
 #include "cohort/comm/algorithms/exec.h"
 #include "cohort/comm/cost_model.h"
+#include "cohort/comm/topology.h"
 #include "cohort/comm/transport/context.h"
 #include "cohort/comm/work.h"
 #include "cohort/core/error.h"
@@ -59,6 +60,10 @@ struct CommOptions {
   // The allreduce cost model; unset: CostModel::tcp() if any peer is reached over TCP, else
   // CostModel::shared_memory(). Must be the same on every rank.
   std::optional<CostModel> cost_model;
+  // This rank's host for hierarchical algorithms (topology.h); empty: default_host_id(). Tests
+  // give ranks of one machine different ids to play several hosts. Sub-groups inherit it.
+  std::string host_id;
+  // Fault injection (tests: latency, stalls, lost connections) is device.faults.
 };
 
 class Communicator {
@@ -90,6 +95,8 @@ class Communicator {
   // called with the same model on every rank (measure_cost_model does that).
   const CostModel& cost_model() const { return cost_model_; }
   void set_cost_model(const CostModel& model) { cost_model_ = model; }
+  // Which ranks share a host (from every rank's CommOptions::host_id). Same on every rank.
+  const HostTopology& topology() const { return topology_; }
 
   // --- used by the operations in collectives.cc and p2p.cc ---
   struct Op {
@@ -120,6 +127,7 @@ class Communicator {
   std::unique_ptr<transport::Context> ctx_;
   std::vector<std::vector<char>> scratch_{2};
   CostModel cost_model_;
+  HostTopology topology_;
   uint64_t next_seq_ = 0;
   uint64_t next_group_ = 0;
   std::vector<uint64_t> p2p_sent_, p2p_received_;

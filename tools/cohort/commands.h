@@ -12,5 +12,6 @@ struct Handlers {
 
 void add_train_command(CLI::App& app, Handlers& h);
 void add_config_command(CLI::App& app, Handlers& h);
+void add_bench_command(CLI::App& app, Handlers& h);
 
 }  // namespace cohort::cli

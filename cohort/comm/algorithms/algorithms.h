@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cohort/comm/algorithms/exec.h"
+#include "cohort/comm/topology.h"
 
 namespace cohort::comm::algo {
 
@@ -45,6 +46,16 @@ void allreduce_recursive_doubling(Exec& ex, char* buf, size_t count);
 // Rabenseifner: reduce-scatter by recursive halving, allgather by recursive doubling; ranks
 // beyond the largest power of two fold into a partner first.
 void allreduce_halving_doubling(Exec& ex, char* buf, size_t count);
+
+// Hierarchical (topo from the communicator): a pipelined chain reduce to each host's leader
+// (its lowest rank), a ring allreduce among the leaders, a broadcast within each host. Only
+// the ring crosses hosts. avg divides once, by the world size, on the leaders, which hold the
+// same bits; so every rank ends with the same bits.
+void allreduce_hierarchical(Exec& ex, char* buf, size_t count, const HostTopology& topo,
+                            size_t chunk_bytes);
+// On the current group (Exec::set_group): position 0 ends with every position's buffer
+// folded in; the others' buffers hold partial results. Chunked and pipelined.
+void reduce_chain_to_first(Exec& ex, char* buf, size_t bytes, size_t chunk_bytes);
 
 // in: n * count elements; out: count elements (this rank's block, reduced).
 void reduce_scatter_ring(Exec& ex, const char* in, char* out, size_t count, size_t chunk_bytes);

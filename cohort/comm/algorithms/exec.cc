@@ -1,5 +1,7 @@
 #include "cohort/comm/algorithms/exec.h"
 
+#include <algorithm>
+
 #include "cohort/comm/reduce.h"
 
 namespace cohort::comm {
@@ -20,6 +22,8 @@ const char* algorithm_name(Algorithm a) {
       return "halving_doubling";
     case Algorithm::kDissemination:
       return "dissemination";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
   }
   return "?";
 }
@@ -96,15 +100,28 @@ transport::Header Exec::header(uint64_t index) const {
   return transport::Header{seq_, {sig_.info0(), sig_.count, index}};
 }
 
+void Exec::set_group(const std::vector<int>* ranks) {
+  group_ = nullptr;
+  if (!ranks) return;
+  auto it = std::find(ranks->begin(), ranks->end(), ctx_.rank());
+  COHORT_INTERNAL(it != ranks->end(), "Exec::set_group: rank ", ctx_.rank(),
+                  " is not in the group of ", ranks->size(), " ranks");
+  group_rank_ = int(it - ranks->begin());
+  group_ = ranks;
+}
+
 transport::Request Exec::send(int peer, const void* data, size_t bytes) {
+  peer = real(peer);
   return ctx_.send(peer, data, bytes, header(sent_[size_t(peer)]++));
 }
 
 transport::Request Exec::recv(int peer, void* data, size_t bytes) {
+  peer = real(peer);
   return ctx_.recv(peer, data, bytes, header(received_[size_t(peer)]++));
 }
 
 transport::Request Exec::recv_reduce(int peer, void* data, size_t bytes) {
+  peer = real(peer);
   transport::RecvReduce rr{sig_.dtype, sig_.reduce_op};
   return ctx_.recv(peer, data, bytes, header(received_[size_t(peer)]++), &rr);
 }

@@ -26,6 +26,7 @@ enum class Algorithm : uint8_t {
   kDirect = 4,             // one message per peer: gather, scatter, alltoall, send/recv
   kHalvingDoubling = 5,    // allreduce: Rabenseifner (reduce-scatter by halving, allgather)
   kDissemination = 6,      // barrier
+  kHierarchical = 7,       // allreduce: reduce within each host, ring among hosts, broadcast
 };
 const char* algorithm_name(Algorithm a);
 
@@ -64,8 +65,15 @@ class Exec {
   Exec(transport::Context& ctx, const Signature& sig, uint64_t seq, transport::Deadline deadline,
        std::vector<std::vector<char>>& scratch);
 
-  int rank() const { return ctx_.rank(); }
-  int size() const { return ctx_.size(); }
+  // With a group set (set_group), rank(), size() and the peers of send/recv are positions in
+  // that group; otherwise ranks of the communicator.
+  int rank() const { return group_ ? group_rank_ : ctx_.rank(); }
+  int size() const { return group_ ? int(group_->size()) : ctx_.size(); }
+  // Runs the following steps on a subset of the communicator (hierarchical algorithms run the
+  // flat ones on a host's ranks, then on the host leaders). `ranks` must contain this rank and
+  // outlive the group; nullptr restores the whole communicator. Message counters stay per
+  // real peer, so headers still match across phases.
+  void set_group(const std::vector<int>* ranks);
   const Signature& sig() const { return sig_; }
   size_t elem() const { return dtype_size(sig_.dtype); }
 
@@ -87,6 +95,7 @@ class Exec {
 
  private:
   transport::Header header(uint64_t index) const;
+  int real(int peer) const { return group_ ? (*group_)[size_t(peer)] : peer; }
 
   transport::Context& ctx_;
   Signature sig_;
@@ -94,6 +103,8 @@ class Exec {
   transport::Deadline deadline_;
   std::vector<std::vector<char>>& scratch_;
   std::vector<uint64_t> sent_, received_;  // per peer: messages of this collective so far
+  const std::vector<int>* group_ = nullptr;
+  int group_rank_ = 0;
 };
 
 }  // namespace cohort::comm

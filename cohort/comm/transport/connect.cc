@@ -79,6 +79,7 @@ std::unique_ptr<Context> Context::create(const Device& device, rendezvous::Store
                    " is not in [0, ", size, ")");
   std::unique_ptr<Context> ctx(new Context(rank, size));
   ctx->pairs_.resize(size_t(size));
+  ctx->faults_ = device.options().faults;
   if (size > 1) ctx->connect(device, store, options);
   ctx->backoff_policy_ = Backoff::policy_for(ctx->local_ranks_);
   ctx->spin_.reset(ctx->backoff_policy_.spin);

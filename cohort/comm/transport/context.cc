@@ -1,5 +1,7 @@
 #include "cohort/comm/transport/context.h"
 
+#include <thread>
+
 #include "cohort/comm/transport/tcp/tcp_endpoint.h"
 
 namespace cohort::comm::transport {
@@ -29,8 +31,24 @@ Request Context::send(int peer, const void* data, size_t bytes, const Header& he
   op->header = header;
   op->data = static_cast<char*>(const_cast<void*>(data));
   op->bytes = bytes;
+  inject_faults(p, *op);
   p.post(op);
   return Request(std::move(op), this);
+}
+
+void Context::inject_faults(Pair& p, const OpState& op) {
+  const FaultInjection& f = faults_;
+  if (f.delay.count() > 0) std::this_thread::sleep_for(f.delay);
+  if (f.stall_rank == rank_ && !stalled_ && op.header.tag >= f.stall_before_tag) {
+    stalled_ = true;
+    std::this_thread::sleep_for(f.stall_for);
+  }
+  if (f.drop_rank == rank_ && f.drop_peer == p.peer() && sent_to_drop_peer_++ == f.drop_after) {
+    auto why = std::make_exception_ptr(
+        IoError(detail::str("fault injection: rank ", rank_, " dropped its connection to rank ",
+                            p.peer(), " after ", f.drop_after, " messages")));
+    p.abort(why);  // the send is posted next and fails with `why`, like everything after it
+  }
 }
 
 Request Context::recv(int peer, void* data, size_t bytes, const Header& header,

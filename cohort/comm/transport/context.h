@@ -57,6 +57,8 @@ class Context {
   Pair& pair_for(int peer, const char* op);
   bool progress_all();
   [[noreturn]] void throw_timeout(OpState& op, Deadline deadline);
+  // Applies FaultInjection to a send about to be posted on p.
+  void inject_faults(Pair& p, const OpState& op);
   // Connection setup (connect.cc).
   struct Plan {
     std::vector<int> shm_peers, tcp_lower, tcp_higher;
@@ -77,6 +79,9 @@ class Context {
   Notifier notifier_;                         // rung by the tcp event loop on completion
   Backoff::Policy backoff_policy_;
   AdaptiveSpin spin_;
+  FaultInjection faults_;
+  uint64_t sent_to_drop_peer_ = 0;
+  bool stalled_ = false;
 };
 
 }  // namespace cohort::comm::transport

@@ -156,6 +156,27 @@ enum class TransportKind : uint8_t {
 };
 const char* transport_name(TransportKind kind);
 
+// Fault injection for tests (DESIGN convention 9, in the spirit of ps-lite's PS_DROP_MSG):
+// latency, stalls and lost connections without netem or root. Everything is off by default
+// and applies only to messages this rank sends; the options are plain values, so a test gives
+// each rank its own (no environment variables).
+struct FaultInjection {
+  // Every send waits this long before it is posted (the caller's thread sleeps).
+  Millis delay{0};
+  // Rank stall_rank sleeps stall_for before posting its first message whose header tag (the
+  // comm layer's collective sequence number) is >= stall_before_tag: the rank freezes just
+  // before that collective, as a process stuck in a long GC pause or a debugger would. Once.
+  int stall_rank = -1;
+  uint64_t stall_before_tag = 0;
+  Millis stall_for{std::chrono::seconds(5)};
+  // Rank drop_rank breaks its connection to drop_peer instead of sending its message number
+  // drop_after (0-based) to it: that send and later ops on the pair fail with IoError, and the
+  // peer's ops fail with an IoError naming this rank, as when a link goes down.
+  int drop_rank = -1;
+  int drop_peer = -1;
+  uint64_t drop_after = 0;
+};
+
 struct DeviceOptions {
   TransportKind transport = TransportKind::kAuto;
   // Address the TCP listener binds; loopback unless told otherwise. Peers connect to it, so
@@ -170,6 +191,8 @@ struct DeviceOptions {
   // The per-job secret every TCP data connection proves it knows (rendezvous/auth.h). Empty
   // means insecure, which is refused unless the listener binds a loopback address.
   rendezvous::Secret secret;
+  // Test hooks; see FaultInjection.
+  FaultInjection faults;
 };
 
 // Process-level transport configuration; contexts made from one Device share its options.

@@ -1,0 +1,32 @@
+#pragma once
+// `cohort bench collectives`: a sweep of one collective over message sizes, on N ranks that the
+// command forks itself, printed as an nccl-tests-style table (size, count, type, time, algbw,
+// busbw, #wrong). Kept apart from the command-line parsing (bench_cmd.cc) so that the CLI file
+// stays short and the sweep can be read on its own.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace cohort::cli {
+
+struct BenchCollectivesOptions {
+  int ranks = 2;
+  std::string op = "allreduce";  // allreduce, broadcast, allgather, reduce_scatter
+  std::string sizes = "4K:64M";  // MIN:MAX, doubling; K, M, G suffixes (powers of 1024)
+  std::string dtype = "f32";
+  std::string transport = "shm";  // shm, tcp, auto
+  std::string algo = "auto";      // auto, ring, recursive_doubling, halving_doubling, tree
+  int iters = 20;
+  int warmup = 5;
+  int timeout_s = 60;  // deadline of each collective, and of the whole job's connection
+};
+
+// "4096", "4K", "64M", "1G" -> bytes. InvalidArgument naming the text otherwise.
+size_t parse_byte_size(std::string_view text);
+
+// Validates the options (InvalidArgument with a message naming the bad one, before any process
+// is started), forks the ranks, runs the sweep and prints the table from rank 0. Returns 0 on
+// success, 1 if a rank failed (the message names it), 3 if any result was wrong.
+int run_bench_collectives(const BenchCollectivesOptions& options);
+
+}  // namespace cohort::cli

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 #include <filesystem>
+#include <numeric>
 
 #include "cohort/train/train_config.h"
 #include "cohort/train/trainer.h"

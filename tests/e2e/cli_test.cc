@@ -1,7 +1,9 @@
 // `cohort train` as a user runs it: a real process, its exit status, its stderr, its run dir.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <zlib.h>
+#include "tests/e2e/run_cli.h"
 
 #include <array>
 #include <cstdio>
@@ -14,21 +16,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = cohort::testing::CliResult;
 
 Result run(const std::string& args) {
-  std::string cmd = std::string(COHORT_BIN) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+  return cohort::testing::run_cli(args);
 }
 
 fs::path temp_dir(const std::string& name) {

@@ -37,8 +37,8 @@ bool dnnl_block(int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b
                 float* c, int64_t ldc) {
   thread_local bool capped = false;
   if (!capped) omp_set_num_threads(1), capped = true;
-  return dnnl_sgemm(a.trans == Trans::kYes ? 'T' : 'N', b.trans == Trans::kYes ? 'T' : 'N', m, n,
-                    k, alpha, a.data, a.ld, b.data, b.ld, beta, c, ldc) == dnnl_success;
+  return dnnl_sgemm(a.trans == Trans::kYes ? 'T' : 'N', b.trans == Trans::kYes ? 'T' : 'N', m, n, k,
+                    alpha, a.data, a.ld, b.data, b.ld, beta, c, ldc) == dnnl_success;
 }
 
 // C rows [lo, hi) need rows [lo, hi) of op(A): row offsets of A, or column offsets when A is

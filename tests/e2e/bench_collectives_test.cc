@@ -71,6 +71,16 @@ TEST(BenchCollectives, OtherOpsCheckTheirResults) {
   }
 }
 
+TEST(BenchCollectives, AllreduceAcceptsTheHierarchicalAlgorithm) {
+  // One host: the hierarchy is a reduce and a broadcast within it, still exact.
+  Result r = run("bench collectives -n 3 --sizes 4K:8K --iters 2 --warmup 0 --algo hierarchical");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto table = rows(r.output);
+  ASSERT_EQ(table.size(), 2u) << r.output;
+  for (const Row& row : table) EXPECT_EQ(row.wrong, 0) << r.output;
+  EXPECT_NE(r.output.find("hierarchical"), std::string::npos) << r.output;
+}
+
 TEST(BenchCollectives, BadArgumentsFailWithAClearMessage) {
   Result r = run("bench collectives -n 2 --sizes 64K:4K");
   EXPECT_EQ(r.status, 2) << r.output;
@@ -86,6 +96,7 @@ TEST(BenchCollectives, BadArgumentsFailWithAClearMessage) {
   r = run("bench collectives --op allreduce --algo tree");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--algo 'tree' is not valid"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("hierarchical"), std::string::npos) << r.output;  // listed as valid
 
   r = run("bench collectives --sizes 4X");
   EXPECT_EQ(r.status, 2) << r.output;

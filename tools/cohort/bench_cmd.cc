@@ -22,8 +22,10 @@ void add_bench_command(CLI::App& app, Handlers& h) {
   cmd->add_option("--dtype", o->dtype, "f32, f64, f16, bf16, i32, i64 or u8")
       ->capture_default_str();
   cmd->add_option("--transport", o->transport, "shm, tcp or auto")->capture_default_str();
-  cmd->add_option("--algo", o->algo,
-                  "auto, ring, recursive_doubling, halving_doubling (allreduce), tree (broadcast)")
+  cmd->add_option(
+         "--algo", o->algo,
+         "auto, ring, recursive_doubling, halving_doubling, hierarchical (allreduce), tree "
+         "(broadcast)")
       ->capture_default_str();
   cmd->add_option("--iters", o->iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Untimed iterations per size")->capture_default_str();

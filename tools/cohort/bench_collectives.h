@@ -15,7 +15,8 @@ struct BenchCollectivesOptions {
   std::string sizes = "4K:64M";  // MIN:MAX, doubling; K, M, G suffixes (powers of 1024)
   std::string dtype = "f32";
   std::string transport = "shm";  // shm, tcp, auto
-  std::string algo = "auto";      // auto, ring, recursive_doubling, halving_doubling, tree
+  // auto, ring, recursive_doubling, halving_doubling, hierarchical (allreduce), tree (broadcast)
+  std::string algo = "auto";
   int iters = 20;
   int warmup = 5;
   int timeout_s = 60;  // deadline of each collective, and of the whole job's connection

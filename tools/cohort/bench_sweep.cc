@@ -50,7 +50,7 @@ comm::Algorithm parse_bench_algorithm(std::string_view name, BenchOp op) {
   switch (op) {
     case BenchOp::kAllreduce:
       valid = {Algorithm::kAuto, Algorithm::kRing, Algorithm::kRecursiveDoubling,
-               Algorithm::kHalvingDoubling};
+               Algorithm::kHalvingDoubling, Algorithm::kHierarchical};
       break;
     case BenchOp::kBroadcast:
       valid = {Algorithm::kAuto, Algorithm::kTree, Algorithm::kRing};

@@ -4,6 +4,7 @@
 // the core its peer needs. So: spin briefly (only when every local rank can have a core), then
 // sched_yield, then sleep in growing steps (or on the Notifier, which the TCP event loop rings
 // when it completes an op).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -12,17 +13,27 @@
 
 namespace cohort::comm::transport {
 
-// Spin budget that adapts to how waits end: it halves when spinning did not suffice (the peer
-// we wait for probably needs our core: other processes, or ranks sharing a core) and grows
-// back while waits complete within it. Starts at, and never exceeds, the policy's spin.
+// Spin budget that adapts to how waits end. It halves when spinning did not suffice (the peer
+// we wait for probably needs our core: other processes, or ranks sharing a core), grows back
+// when a wait ended while spinning, and stays put for waits that never had to pause: those say
+// nothing about spinning. (Growing on them made a rank that alternately waits and finds its
+// data ready oscillate between the full and half budget, i.e. spin ~100 us per step while its
+// peer waited for the core.) It never drops below a small floor, so that a budget halved
+// during a burst of contention finds out by itself when spinning pays again. Starts at, and
+// never exceeds, the policy's spin; a zero policy spin (oversubscribed host) stays zero.
 class AdaptiveSpin {
  public:
-  void reset(std::chrono::nanoseconds max) { max_ = now_ = max; }
+  static constexpr std::chrono::nanoseconds kFloor{std::chrono::microseconds(2)};
+  void reset(std::chrono::nanoseconds max) {
+    max_ = now_ = max;
+    floor_ = std::min(max, kFloor);
+  }
   std::chrono::nanoseconds now() const { return now_; }
-  void update(bool gave_up_spinning);
+  // `paused`: the wait polled in vain at least once; `gave_up_spinning`: it went past spinning.
+  void update(bool paused, bool gave_up_spinning);
 
  private:
-  std::chrono::nanoseconds max_{0}, now_{0};
+  std::chrono::nanoseconds max_{0}, now_{0}, floor_{0};
 };
 
 // A generation counter with a condition variable: waiters sleep until it moves.
@@ -59,10 +70,13 @@ class Backoff {
   void reset();
   // Whether some pause went past the spin phase (yielded or slept) since construction.
   bool gave_up_spinning() const { return gave_up_; }
+  // Whether pause() was called at all since construction.
+  bool paused() const { return paused_; }
 
  private:
   Policy policy_;
   bool gave_up_ = false;
+  bool paused_ = false;
   std::chrono::steady_clock::time_point start_{};
   std::chrono::nanoseconds sleep_{0};
   uint32_t polls_ = 0;

@@ -89,7 +89,7 @@ void Context::wait(OpState& op, Deadline deadline) {
   struct Adapt {  // on every exit, including throws
     AdaptiveSpin& spin;
     Backoff& backoff;
-    ~Adapt() { spin.update(backoff.gave_up_spinning()); }
+    ~Adapt() { spin.update(backoff.paused(), backoff.gave_up_spinning()); }
   } adapt{spin_, backoff};
   for (;;) {
     uint64_t seen = notifier_.generation();

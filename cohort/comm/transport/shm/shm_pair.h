@@ -50,6 +50,7 @@ class ShmPair : public Pair {
  private:
   ShmPair(int rank, int peer, size_t ring_bytes);
   void map(int fd, bool create);
+  void prefault(bool create);  // touches every ring page once (see the .cc)
   bool advance(bool check_peer);
   bool progress_send(OpState& op);
   bool progress_recv(OpState& op);

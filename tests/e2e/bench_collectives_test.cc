@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -101,6 +102,38 @@ TEST(BenchCollectives, BadArgumentsFailWithAClearMessage) {
   r = run("bench collectives --sizes 4X");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("unknown suffix 'X'"), std::string::npos) << r.output;
+
+  r = run("bench collectives --backend nccl");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown --backend 'nccl' (native, mpi)"), std::string::npos) << r.output;
+
+  // MPI picks its own algorithm: refused before mpirun is started.
+  r = run("bench collectives --backend mpi --algo ring");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--algo ring needs --backend native"), std::string::npos) << r.output;
+}
+
+bool mpirun_on_path() {
+  return std::system("command -v mpirun >/dev/null 2>&1") == 0;
+}
+
+TEST(BenchCollectives, MpiBackendRunsItselfUnderMpirunWithNoWrongResults) {
+  if (!mpirun_on_path()) GTEST_SKIP() << "mpirun is not on PATH";
+  Result r = run("bench collectives -n 2 --backend mpi --sizes 4K:16K --iters 3");
+  if (r.output.find("this build has no MPI backend") != std::string::npos)
+    GTEST_SKIP() << "cohort was built without cohort_comm_mpi";
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("2 ranks, transport mpi"), std::string::npos) << r.output;
+  auto table = rows(r.output);
+  ASSERT_EQ(table.size(), 3u) << r.output;  // 4K, 8K, 16K, printed once (by rank 0)
+  long long size = 4096;
+  for (const Row& row : table) {
+    EXPECT_EQ(row.size, size) << r.output;
+    EXPECT_EQ(row.count, size / 4);
+    EXPECT_EQ(row.wrong, 0) << r.output;
+    EXPECT_GT(row.us, 0.0);
+    size *= 2;
+  }
 }
 
 }  // namespace

@@ -29,6 +29,10 @@ void add_bench_command(CLI::App& app, Handlers& h) {
       ->capture_default_str();
   cmd->add_option("--iters", o->iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Untimed iterations per size")->capture_default_str();
+  cmd->add_option("--backend", o->backend,
+                  "native (fork the ranks) or mpi (Open MPI, under mpirun; re-runs itself under "
+                  "mpirun if needed)")
+      ->capture_default_str();
   cmd->add_option("--timeout", o->timeout_s, "Deadline of each collective, seconds")
       ->capture_default_str();
   cmd->callback([&h, o] { h.run = [o] { return run_bench_collectives(*o); }; });

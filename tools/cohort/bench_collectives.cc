@@ -10,8 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -66,6 +72,11 @@ BenchPlan make_plan(const BenchCollectivesOptions& o) {
   p.dtype = parse_bench_dtype(o.dtype);
   p.transport = parse_bench_transport(o.transport);
   p.algorithm = parse_bench_algorithm(o.algo, p.op);
+  COHORT_CHECK_ARG(o.backend == "native" || o.backend == "mpi",
+                   "bench collectives: unknown --backend '", o.backend, "' (native, mpi)");
+  COHORT_CHECK_ARG(o.backend == "native" || p.algorithm == comm::Algorithm::kAuto,
+                   "bench collectives: --algo ", o.algo,
+                   " needs --backend native (MPI chooses its own algorithm; use auto)");
   size_t colon = o.sizes.find(':');
   std::string_view sizes = o.sizes;
   p.min_bytes = parse_byte_size(sizes.substr(0, colon));
@@ -168,10 +179,81 @@ int wait_ranks(std::vector<pid_t> pids, milliseconds grace) {
   return result;
 }
 
+// This process's arguments, exactly as it was started (argv[1..]), from /proc/self/cmdline.
+std::vector<std::string> own_arguments() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  COHORT_CHECK_IO(in.good(), "bench collectives: cannot read /proc/self/cmdline");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (size_t start = 0; start < all.size();) {
+    size_t end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    args.push_back(all.substr(start, end - start));
+    start = end + 1;
+  }
+  if (!args.empty()) args.erase(args.begin());
+  return args;
+}
+
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    std::string file = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(file.c_str(), X_OK) == 0) return file;
+    start = end + 1;
+  }
+  return "";
+}
+
+// Replaces this process by `mpirun ... -n N <this program> <same arguments>`; mpirun's ranks
+// then find OMPI_COMM_WORLD_SIZE set and run the sweep. Returns only by throwing.
+int exec_under_mpirun(int ranks) {
+  std::string mpirun = find_on_path("mpirun");
+  COHORT_CHECK_IO(!mpirun.empty(),
+                  "bench collectives: --backend mpi needs mpirun, which is not on PATH (install "
+                  "openmpi-bin, or run the command under mpirun yourself)");
+  char self[4096];
+  ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  COHORT_CHECK_IO(len > 0, "bench collectives: cannot resolve /proc/self/exe");
+  self[len] = '\0';
+  std::vector<std::string> args = {mpirun, "--allow-run-as-root", "--oversubscribe",
+                                   "-n",   std::to_string(ranks), "--mca",
+                                   "btl",  "self,vader",          self};
+  for (std::string& a : own_arguments()) args.push_back(std::move(a));
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execv(mpirun.c_str(), argv.data());
+  COHORT_CHECK_IO(false, "bench collectives: cannot run ", mpirun, ": ", std::strerror(errno));
+  return 1;  // unreachable: the check above throws
+}
+
+int run_bench_mpi(const BenchPlan& plan) {
+  COHORT_CHECK_ARG(kHaveMpiBackend,
+                   "bench collectives: --backend mpi: this build has no MPI backend: install "
+                   "libopenmpi-dev and rebuild");
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) return exec_under_mpirun(plan.ranks);
+  return run_bench_mpi_rank(plan);
+}
+
 }  // namespace
+
+// Without cohort_comm_mpi there is no bench_sweep_mpi.cc; run_bench_mpi refuses before this.
+#ifndef COHORT_HAVE_MPI_BACKEND
+int run_bench_mpi_rank(BenchPlan) {
+  COHORT_INTERNAL(false, "bench collectives: run_bench_mpi_rank without an MPI backend");
+  return 1;
+}
+#endif
 
 int run_bench_collectives(const BenchCollectivesOptions& options) {
   BenchPlan plan = make_plan(options);
+  if (options.backend == "mpi") return run_bench_mpi(plan);
   rendezvous::Secret secret = rendezvous::Secret::generate();
   std::vector<pid_t> pids;
   std::vector<int> write_fds;

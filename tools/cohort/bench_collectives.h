@@ -20,6 +20,9 @@ struct BenchCollectivesOptions {
   int iters = 20;
   int warmup = 5;
   int timeout_s = 60;  // deadline of each collective, and of the whole job's connection
+  // native: fork the ranks, cohort's own collectives. mpi: MpiCommunicator under mpirun (the
+  // command re-executes itself under mpirun unless it already runs under it).
+  std::string backend = "native";
 };
 
 // "4096", "4K", "64M", "1G" -> bytes. InvalidArgument naming the text otherwise.
@@ -27,7 +30,9 @@ size_t parse_byte_size(std::string_view text);
 
 // Validates the options (InvalidArgument with a message naming the bad one, before any process
 // is started), forks the ranks, runs the sweep and prints the table from rank 0. Returns 0 on
-// success, 1 if a rank failed (the message names it), 3 if any result was wrong.
+// success, 1 if a rank failed (the message names it), 3 if any result was wrong. With backend
+// "mpi" outside mpirun, replaces this process by `mpirun ... -n N <this command>` (does not
+// return unless that fails: IoError); inside mpirun, runs this process's rank.
 int run_bench_collectives(const BenchCollectivesOptions& options);
 
 }  // namespace cohort::cli

@@ -47,4 +47,16 @@ double bus_factor(BenchOp op, int ranks);
 int run_bench_rank(const BenchPlan& plan, std::shared_ptr<rendezvous::Store> store, int rank,
                    const rendezvous::Secret& secret);
 
+// The same sweep over the MPI backend (MpiCommunicator, blocking collectives), on this process
+// as one rank of an mpirun job; plan.ranks is taken from the job. Defined in bench_sweep_mpi.cc,
+// which is built only with cohort_comm_mpi (COHORT_HAVE_MPI_BACKEND); callers check
+// kHaveMpiBackend first.
+int run_bench_mpi_rank(BenchPlan plan);
+
+#ifdef COHORT_HAVE_MPI_BACKEND
+inline constexpr bool kHaveMpiBackend = true;
+#else
+inline constexpr bool kHaveMpiBackend = false;
+#endif
+
 }  // namespace cohort::cli

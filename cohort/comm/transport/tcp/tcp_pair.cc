@@ -9,24 +9,15 @@
 #include <cstring>
 
 #include "cohort/comm/reduce.h"
+#include "cohort/comm/transport/tcp/frame.h"
 
 namespace cohort::comm::transport {
 namespace {
 
-constexpr uint32_t kFrameMagic = 0xc0de7c01u;
-constexpr size_t kFrameBytes = 48;
+using tcp::kFrameHeaderBytes;
 constexpr size_t kStagingBytes = size_t{256} << 10;
-constexpr uint32_t kFlagAbort = 1;  // the payload is the sender's error message; nothing follows
-constexpr size_t kMaxReasonBytes = 1024;
-
-void encode_frame(unsigned char* out, const OpState& op) {
-  uint32_t magic = kFrameMagic, flags = 0;
-  uint64_t bytes = op.bytes;
-  std::memcpy(out, &magic, 4);
-  std::memcpy(out + 4, &flags, 4);
-  std::memcpy(out + 8, &bytes, 8);
-  std::memcpy(out + 16, &op.header, 32);
-}
+// The length of a data frame is compared with the posted recv (a Mismatch), not limited here.
+constexpr tcp::FrameLimits kRecvLimits{};
 
 }  // namespace
 
@@ -99,11 +90,13 @@ bool TcpPair::drive_sends_locked() {
   bool finished = false;
   while (!sends_.empty() && !broken_) {
     OpState& op = *sends_.front();
-    if (send_hdr_done_ == 0 && op.done_bytes == 0) encode_frame(send_hdr_, op);
+    if (send_hdr_done_ == 0 && op.done_bytes == 0) {
+      tcp::encode_frame_header({tcp::FrameKind::kData, op.bytes, op.header}, send_hdr_);
+    }
     iovec iov[2];
     int n = 0;
-    if (send_hdr_done_ < kFrameBytes) {
-      iov[n++] = {send_hdr_ + send_hdr_done_, kFrameBytes - send_hdr_done_};
+    if (send_hdr_done_ < kFrameHeaderBytes) {
+      iov[n++] = {send_hdr_ + send_hdr_done_, kFrameHeaderBytes - send_hdr_done_};
     }
     if (op.done_bytes < op.bytes) iov[n++] = {op.data + op.done_bytes, op.bytes - op.done_bytes};
     ssize_t w = 0;
@@ -119,10 +112,10 @@ bool TcpPair::drive_sends_locked() {
         return true;
       }
     }
-    size_t hdr = std::min(size_t(w), kFrameBytes - send_hdr_done_);
+    size_t hdr = std::min(size_t(w), kFrameHeaderBytes - send_hdr_done_);
     send_hdr_done_ += hdr;
     op.done_bytes += size_t(w) - hdr;
-    if (send_hdr_done_ == kFrameBytes && op.done_bytes == op.bytes) {
+    if (send_hdr_done_ == kFrameHeaderBytes && op.done_bytes == op.bytes) {
       finish(op);
       sends_.pop_front();
       send_hdr_done_ = 0;
@@ -151,9 +144,9 @@ bool TcpPair::drive_recvs_locked() {
 
 // Reads the rest of the frame header; false if the socket has no more bytes for now.
 bool TcpPair::read_header_locked(OpState& op) {
-  while (recv_hdr_done_ < kFrameBytes) {
-    ssize_t r =
-        ::recv(fd_.get(), recv_hdr_ + recv_hdr_done_, kFrameBytes - recv_hdr_done_, MSG_DONTWAIT);
+  while (recv_hdr_done_ < kFrameHeaderBytes) {
+    ssize_t r = ::recv(fd_.get(), recv_hdr_ + recv_hdr_done_, kFrameHeaderBytes - recv_hdr_done_,
+                       MSG_DONTWAIT);
     if (r > 0) {
       recv_hdr_done_ += size_t(r);
       continue;
@@ -168,27 +161,22 @@ bool TcpPair::read_header_locked(OpState& op) {
     return true;
   }
   recv_hdr_done_ = 0;
-  uint32_t magic;
-  uint64_t bytes;
-  Header header;
-  std::memcpy(&magic, recv_hdr_, 4);
-  std::memcpy(&bytes, recv_hdr_ + 8, 8);
-  std::memcpy(&header, recv_hdr_ + 16, 32);
-  uint32_t flags;
-  std::memcpy(&flags, recv_hdr_ + 4, 4);
-  if (magic == kFrameMagic && (flags & kFlagAbort)) {
-    fail_all_locked(std::make_exception_ptr(IoError(detail::str(
-        "tcp transport: rank ", peer(), " aborted its connection to rank ", rank_, " during ",
-        op.describe(), ": ", read_reason_locked(std::min<uint64_t>(bytes, kMaxReasonBytes))))));
+  tcp::FrameDecode d = tcp::decode_frame_header(recv_hdr_, kRecvLimits);
+  if (!d.ok()) {
+    fail_all_locked(std::make_exception_ptr(
+        IoError(detail::str("tcp transport: ", op.describe(), ": ", d.error, " from ",
+                            rendezvous::peer_address(fd_.get()), "; the stream from rank ", peer(),
+                            " is corrupt or not a cohort peer"))));
     return true;
   }
-  if (magic != kFrameMagic) {
-    fail_all_locked(std::make_exception_ptr(IoError(detail::str(
-        "tcp transport: ", op.describe(), ": bad frame magic 0x", std::hex, magic, " (expected 0x",
-        kFrameMagic, std::dec, ") from ", rendezvous::peer_address(fd_.get()),
-        "; the stream from rank ", peer(), " is corrupt or not a cohort peer"))));
+  if (d.frame.kind == tcp::FrameKind::kAbort) {
+    fail_all_locked(std::make_exception_ptr(IoError(
+        detail::str("tcp transport: rank ", peer(), " aborted its connection to rank ", rank_,
+                    " during ", op.describe(), ": ", read_reason_locked(d.frame.length)))));
     return true;
   }
+  uint64_t bytes = d.frame.length;
+  const Header& header = d.frame.header;
   if (bytes != op.bytes || !(header == op.header)) {
     fail_all_locked(std::make_exception_ptr(
         Mismatch(detail::str("tcp transport: ", op.describe(), " expected ", op.bytes,
@@ -257,13 +245,10 @@ std::string TcpPair::read_reason_locked(size_t bytes) {
 void TcpPair::send_abort_locked(const std::string& reason) {
   bool mid_frame = send_hdr_done_ != 0 || (!sends_.empty() && sends_.front()->done_bytes != 0);
   if (mid_frame || closed_ || broken_) return;
-  unsigned char hdr[kFrameBytes] = {};
-  uint32_t magic = kFrameMagic, flags = kFlagAbort;
-  uint64_t bytes = std::min(reason.size(), kMaxReasonBytes);
-  std::memcpy(hdr, &magic, 4);
-  std::memcpy(hdr + 4, &flags, 4);
-  std::memcpy(hdr + 8, &bytes, 8);
-  iovec iov[2] = {{hdr, kFrameBytes}, {const_cast<char*>(reason.data()), size_t(bytes)}};
+  uint64_t bytes = std::min<uint64_t>(reason.size(), tcp::kMaxAbortBytes);
+  unsigned char hdr[kFrameHeaderBytes];
+  tcp::encode_frame_header({tcp::FrameKind::kAbort, bytes, Header{}}, hdr);
+  iovec iov[2] = {{hdr, kFrameHeaderBytes}, {const_cast<char*>(reason.data()), size_t(bytes)}};
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = 2;

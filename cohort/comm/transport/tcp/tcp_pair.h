@@ -1,12 +1,13 @@
 #pragma once
 // TCP Pair: one non-blocking, authenticated socket to a peer, full duplex.
 //
-// Wire format of every message: a 48-byte frame header (magic u32, flags u32, length u64,
-// Header 32 bytes; little-endian, as the hosts are), then `length` payload bytes. On receipt
-// the magic, length and Header are compared with the posted recv; any difference fails the
-// recv (IoError naming the peer, or Mismatch) and breaks the pair, since the stream position
-// is then unknown. A side that breaks the pair first sends, if it can, an abort frame (flag 1,
-// payload: its error message), so the peer's error says why.
+// Wire format of every message (frame.h): a 48-byte frame header (magic u32, flags u32,
+// length u64, Header 32 bytes; little-endian, as the hosts are), then `length` payload bytes.
+// On receipt the header is decoded and checked (tcp::decode_frame_header), then its length and
+// Header are compared with the posted recv; any difference fails the recv (IoError naming the
+// peer, or Mismatch) and breaks the pair, since the stream position is then unknown. A side
+// that breaks the pair first sends, if it can, an abort frame (flag 1, payload: its error
+// message), so the peer's error says why.
 //
 // Both the posting thread and the event-loop thread drive the socket, under mu_; every
 // read/write is non-blocking, so mu_ is never held across a wait.

@@ -11,6 +11,7 @@
 #include "cohort/rendezvous/tcp_store.h"
 #include "cohort/rendezvous/tcp_store_server.h"
 #include "tests/comm/collective_util.h"
+#include "tests/comm/fork_ranks.h"
 
 namespace cohort::comm {
 namespace {
@@ -93,44 +94,8 @@ int killed_peer_child(const Job& job, int rank) {
 
 // Forks one process per rank running fn and returns their exit statuses.
 std::vector<int> run_processes(const Job& job, int (*fn)(const Job&, int)) {
-  std::vector<pid_t> pids;
-  for (int r = 0; r < job.size; ++r) {
-    std::fflush(nullptr);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = kUnexpectedError;
-      try {
-        code = fn(job, r);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d threw: %s\n", r, e.what());
-      }
-      std::fflush(nullptr);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes(pids.size(), kChildTimeout);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  size_t left = pids.size();
-  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (pids[i] == 0) continue;
-      int status = 0;
-      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        pids[i] = 0;
-        --left;
-      }
-    }
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  for (pid_t pid : pids) {
-    if (pid != 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-  return codes;
+  return testing::fork_ranks(
+      job.size, [&](int r) { return fn(job, r); }, kUnexpectedError, kChildTimeout);
 }
 
 // The store server runs in a process of its own: forking ranks from a process whose server

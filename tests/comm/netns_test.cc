@@ -15,6 +15,7 @@
 #include "cohort/rendezvous/tcp_store.h"
 #include "cohort/rendezvous/tcp_store_server.h"
 #include "tests/comm/collective_util.h"
+#include "tests/comm/fork_ranks.h"
 
 namespace cohort::comm {
 namespace {
@@ -197,41 +198,8 @@ int link_down_main(const Job& job, int rank) {
 
 // Forks fn(rank) for every rank; returns exit codes. Stragglers are killed after 30 s.
 std::vector<int> run_ranks_as_processes(const Job& job, int world, int (*fn)(const Job&, int)) {
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    std::fflush(nullptr);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = kThrew;
-      try {
-        code = fn(job, r);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d threw: %s\n", r, e.what());
-      }
-      std::fflush(nullptr);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes(pids.size(), kChildTimeout);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (size_t left = pids.size(); left > 0 && std::chrono::steady_clock::now() < deadline;) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      int status = 0;
-      if (pids[i] != 0 && ::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        pids[i] = 0;
-        --left;
-      }
-    }
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  for (pid_t pid : pids) {
-    if (pid == 0) continue;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-  return codes;
+  return testing::fork_ranks(
+      world, [&](int r) { return fn(job, r); }, kThrew, kChildTimeout);
 }
 
 // The store server in a process of its own inside host 0's namespace (forking ranks from a

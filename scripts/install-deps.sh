@@ -16,18 +16,36 @@ PACKAGES=(
 if [ "${COHORT_NO_PEERS:-0}" != "1" ] && [ "${1:-}" = "--with-peers" ]; then
   PACKAGES+=(python3-torch python3-numpy)
 fi
+# The fuzz run of scripts/test.sh (scripts/fuzz.sh): clang and its runtime libraries, which
+# hold libFuzzer (libclang_rt.fuzzer) for -fsanitize=fuzzer. Optional: if they cannot be
+# installed, the fuzz run is skipped with a message and everything else goes on.
+FUZZ_PACKAGES=(clang libclang-rt-dev)
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#PACKAGES[@]} packages already installed"
-  exit 0
-fi
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+updated=0
+
+# install_missing LABEL PACKAGE...: apt-get installs those not installed yet (nothing if none).
+install_missing() {
+  local label=$1 p
+  shift
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all $# $label packages already installed"
+    return 0
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if [ "$updated" = 0 ]; then
+    $SUDO apt-get update -qq || return 1
+    updated=1
+  fi
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+install_missing required "${PACKAGES[@]}"
+install_missing fuzz "${FUZZ_PACKAGES[@]}" ||
+  echo "install-deps: could not install ${FUZZ_PACKAGES[*]}; the fuzz run will be skipped"

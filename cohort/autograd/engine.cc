@@ -48,6 +48,38 @@ std::unordered_map<Node*, int> count_dependencies(Node* root) {
   return deps;
 }
 
+// The callback queue of the innermost backward() on this thread (null outside backward).
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+// Installs a fresh queue for one backward() and restores the enclosing one on exit, so an
+// exception anywhere leaves no stale queue behind.
+class CallbackScope {
+ public:
+  CallbackScope() : prev_(t_callbacks) { t_callbacks = &queue_; }
+  ~CallbackScope() { t_callbacks = prev_; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+
+  // Runs callbacks in order, including ones queued by callbacks. On a throw the queue is
+  // cleared (nothing else runs) and the exception propagates.
+  void run_all() {
+    for (size_t i = 0; i < queue_.size(); ++i) {
+      std::function<void()> fn = std::move(queue_[i]);  // fn may grow queue_
+      try {
+        fn();
+      } catch (...) {
+        queue_.clear();
+        throw;
+      }
+    }
+    queue_.clear();
+  }
+
+ private:
+  std::vector<std::function<void()>> queue_;
+  std::vector<std::function<void()>>* prev_;
+};
+
 void accumulate(std::vector<Tensor>& slot_list, uint32_t slot, Tensor g) {
   Tensor& s = slot_list[slot];
   if (!s.defined()) {
@@ -57,23 +89,8 @@ void accumulate(std::vector<Tensor>& slot_list, uint32_t slot, Tensor g) {
   }
 }
 
-}  // namespace
-
-void backward(const Tensor& root, const Tensor& grad_output) {
-  COHORT_CHECK_ARG(root.requires_grad(),
-                   "backward: the tensor does not require grad and has no grad_fn");
-  Tensor seed = grad_output;
-  if (!seed.defined()) {
-    COHORT_CHECK_ARG(root.numel() == 1,
-                     "backward: grad can be implied only for a tensor with one "
-                     "element, got shape ",
-                     shape_str(root.shape()));
-    seed = ones(root.shape());
-  }
-  COHORT_CHECK_ARG(seed.shape() == root.shape(), "backward: grad_output shape ",
-                   shape_str(seed.shape()), " does not match ", shape_str(root.shape()));
-  NoGradGuard no_grad;  // backward functions must not record a graph
-  Edge start = gradient_edge(root);
+// Runs the graph from `start` with `seed` as the gradient of its output (steps 2-3 above).
+void run_graph(const Edge& start, const Tensor& seed) {
   auto deps = count_dependencies(start.fn.get());
   std::unordered_map<Node*, std::vector<Tensor>> inputs;
   std::unordered_map<Node*, std::shared_ptr<Node>> keep_alive;
@@ -104,6 +121,35 @@ void backward(const Tensor& root, const Tensor& grad_output) {
       if (--deps[next] == 0) ready.push(next);
     }
   }
+}
+
+}  // namespace
+
+void queue_callback(std::function<void()> fn) {
+  COHORT_CHECK_ARG(t_callbacks != nullptr,
+                   "queue_callback: no backward() is running on this thread (call it from a "
+                   "grad-ready hook or another backward function)");
+  COHORT_CHECK_ARG(fn != nullptr, "queue_callback: empty callback");
+  t_callbacks->push_back(std::move(fn));
+}
+
+void backward(const Tensor& root, const Tensor& grad_output) {
+  COHORT_CHECK_ARG(root.requires_grad(),
+                   "backward: the tensor does not require grad and has no grad_fn");
+  Tensor seed = grad_output;
+  if (!seed.defined()) {
+    COHORT_CHECK_ARG(root.numel() == 1,
+                     "backward: grad can be implied only for a tensor with one "
+                     "element, got shape ",
+                     shape_str(root.shape()));
+    seed = ones(root.shape());
+  }
+  COHORT_CHECK_ARG(seed.shape() == root.shape(), "backward: grad_output shape ",
+                   shape_str(seed.shape()), " does not match ", shape_str(root.shape()));
+  NoGradGuard no_grad;  // backward functions must not record a graph
+  CallbackScope callbacks;
+  run_graph(gradient_edge(root), seed);
+  callbacks.run_all();
 }
 
 }  // namespace cohort::autograd

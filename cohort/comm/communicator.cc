@@ -41,6 +41,7 @@ Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, i
   prefix_ = detail::str(options_.prefix, "/", incarnation);
   co.prefix = prefix_;
   ctx_ = transport::Context::create(transport::Device(options_.device), *store_, rank, size, co);
+  ctx_->set_wait_hint(wait_hint_);
   topology_ = exchange_host_ids(*store_, prefix_, rank, size,
                                 options_.host_id.empty() ? default_host_id() : options_.host_id,
                                 options_.connect_timeout);
@@ -107,7 +108,7 @@ void Communicator::run(Op op) {
 Work Communicator::submit(Op op) {
   std::lock_guard<std::mutex> lock(mu_);
   assign_seq(op);
-  Work w = Work::pending(op_name(op));
+  Work w = Work::pending(op_name(op), wait_hint_);
   queue_.emplace_back(std::move(op), w);
   if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
   cv_.notify_all();
@@ -124,11 +125,13 @@ void Communicator::worker_loop() {
     busy_ = true;
     lock.unlock();
     std::exception_ptr error;
+    wait_hint_->background.store(true, std::memory_order_relaxed);
     try {
       execute(op);
     } catch (...) {
       error = std::current_exception();
     }
+    wait_hint_->background.store(false, std::memory_order_relaxed);
     work.complete(error);
     lock.lock();
     busy_ = false;

@@ -88,6 +88,10 @@ class Communicator {
   // split: one group per colour (colour < 0: none), ordered by (key, rank). Collective.
   std::shared_ptr<Communicator> split(int color, int key);
 
+  // Payload bytes this rank has sent to / received from its peers (all operations so far).
+  uint64_t bytes_sent() const { return ctx_->bytes_sent(); }
+  uint64_t bytes_received() const { return ctx_->bytes_received(); }
+
   // Closes every connection now (tests use it to play a peer that goes away).
   void close();
 
@@ -132,6 +136,8 @@ class Communicator {
   uint64_t next_group_ = 0;
   std::vector<uint64_t> p2p_sent_, p2p_received_;
   std::string broken_;  // the first transport error; non-empty: refuse further operations
+  // Asynchronous operations sleep between polls unless someone waits for them (backoff.h).
+  std::shared_ptr<transport::WaitHint> wait_hint_ = std::make_shared<transport::WaitHint>();
 
   // Lock order: mu_ only (never held while an operation runs).
   std::mutex mu_;

@@ -83,15 +83,19 @@ std::string CostModel::describe() const {
   return buf;
 }
 
-CostModel measure_cost_model(Communicator& c) {
+CostModel measure_cost_model(Communicator& c, const MeasureOptions& o) {
+  COHORT_CHECK_ARG(o.latency_iters > 0 && o.bandwidth_iters > 0 && o.bandwidth_bytes >= 1024,
+                   "measure_cost_model: latency_iters ", o.latency_iters, " and bandwidth_iters ",
+                   o.bandwidth_iters, " must be positive and bandwidth_bytes ", o.bandwidth_bytes,
+                   " at least 1024");
   if (c.size() == 1) return c.cost_model();
   double figures[3] = {0, 0, 0};
   if (c.rank() <= 1) {
-    const size_t big = size_t{4} << 20;
+    const size_t big = o.bandwidth_bytes / 4 * 4;  // whole floats for the reduction
     std::vector<char> buf(big, 1);
     one_way_us(c, buf, 8, 20);  // warm up the path
-    double alpha = one_way_us(c, buf, 8, 200);
-    double big_us = one_way_us(c, buf, big, 4);
+    double alpha = one_way_us(c, buf, 8, o.latency_iters);
+    double big_us = one_way_us(c, buf, big, o.bandwidth_iters);
     std::vector<float> x(big / 4, 1.0f), y(big / 4, 2.0f);
     auto t0 = std::chrono::steady_clock::now();
     reduce(DType::f32, ReduceOp::sum, y.data(), x.data(), y.data(), x.size());

@@ -40,9 +40,61 @@ struct CostModel {
   std::string describe() const;  // "alpha 2.0 us, beta 5.00 GB/s, gamma 10.00 GB/s"
 };
 
+// How long measure_cost_model() measures. The defaults take a few milliseconds over shared
+// memory; tests use fewer, smaller round trips.
+struct MeasureOptions {
+  int latency_iters = 200;                   // 8-byte ping-pongs for alpha (after 20 warm-ups)
+  size_t bandwidth_bytes = size_t{4} << 20;  // message size for beta (and the reduction, gamma)
+  int bandwidth_iters = 4;                   // round trips of that size
+};
+
 // Times ping-pongs between ranks 0 and 1 (small messages for alpha, 4 MiB for beta) and a
 // reduction for gamma, then broadcasts rank 0's figures and installs them on `comm`.
 // Collective; a few milliseconds. With one rank, returns the current model unchanged.
-CostModel measure_cost_model(Communicator& comm);
+CostModel measure_cost_model(Communicator& comm, const MeasureOptions& options = {});
+
+// --- Calibration at start-up: measure once per machine and world, then reuse ---------------
+//
+// The cache is a JSON file of entries keyed by what the figures depend on:
+//   {"version": 1, "entries": {"n=4 transports=shm:12 hosts=1 host: [0 1 2 3] on node7":
+//       {"alpha_us": 2.1, "beta_us_per_byte": 0.0002, "gamma_us_per_byte": 0.0001}}}
+// The key is the world size, the transport mix (directed pairs per transport, summed over all
+// ranks) and the host topology with rank 0's host name; another world size or layout gets its
+// own entry beside the others. Only rank 0 reads and writes the file; it decides whether a
+// valid entry exists and broadcasts the figures (or "measure"), so every rank installs the
+// same model. Writes go to a temporary file in the same directory, then rename(): a reader
+// never sees half a file (two jobs writing at once: the last rename wins, losing the other's
+// new entry, which is then measured again next time). A file that does not parse, or an entry
+// whose figures are not finite and positive, is ignored with a warning naming the file, and
+// rewritten after measuring.
+//
+// Default location (the caller passes it; the library reads no environment):
+// ~/.cache/cohort/cost_model.json, see default_cost_model_cache().
+struct CalibrationOptions {
+  std::string cache_path;  // empty: no cache (always measure, write nothing)
+  // Measure even when the cache has a valid entry, then overwrite the entry (config
+  // comm.calibrate = "always").
+  bool force_measure = false;
+  MeasureOptions measure;
+};
+
+// What calibrate_cost_model() did, for logs and tests. Identical on every rank except
+// `warning`, which only rank 0 (the one that reads the file) may set.
+struct CalibrationInfo {
+  bool measured = false;  // false: loaded from the cache (or one rank: nothing to measure)
+  std::string key;        // the cache entry's key
+  std::string warning;    // non-empty: the cache could not be read or written (also logged)
+};
+
+// Loads alpha/beta/gamma for this (world size, transport mix, host topology) from
+// o.cache_path if a valid entry exists, else measures (measure_cost_model) and writes the
+// entry. Installs the model on `comm` and returns it. Collective over every rank of `comm`;
+// with one rank, returns the current model and touches no file.
+CostModel calibrate_cost_model(Communicator& comm, const CalibrationOptions& o,
+                               CalibrationInfo* info = nullptr);
+
+// "<home>/.cache/cohort/cost_model.json": where the trainer keeps the cache unless
+// comm.cost_model_cache names another file. `home` is $HOME, read by the caller.
+std::string default_cost_model_cache(const std::string& home);
 
 }  // namespace cohort::comm

@@ -1,13 +1,34 @@
 #include "cohort/comm/work.h"
 
+#include "cohort/comm/transport/backoff.h"
 #include "cohort/core/error.h"
 
 namespace cohort::comm {
+namespace {
 
-Work Work::pending(std::string name) {
+// Counts the calling thread as a waiter of the communicator for the scope.
+class WaiterScope {
+ public:
+  explicit WaiterScope(transport::WaitHint* h) : h_(h) {
+    if (h_) h_->waiters.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~WaiterScope() {
+    if (h_) h_->waiters.fetch_sub(1, std::memory_order_relaxed);
+  }
+  WaiterScope(const WaiterScope&) = delete;
+  WaiterScope& operator=(const WaiterScope&) = delete;
+
+ private:
+  transport::WaitHint* h_;
+};
+
+}  // namespace
+
+Work Work::pending(std::string name, std::shared_ptr<transport::WaitHint> hint) {
   Work w;
   w.state_ = std::make_shared<State>();
   w.state_->name = std::move(name);
+  w.state_->hint = std::move(hint);
   return w;
 }
 
@@ -28,6 +49,7 @@ bool Work::done() const {
 
 void Work::wait() const {
   COHORT_CHECK_ARG(state_ != nullptr, "Work::wait: empty Work");
+  WaiterScope waiting(state_->hint.get());
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);
@@ -35,6 +57,7 @@ void Work::wait() const {
 
 void Work::wait(std::chrono::milliseconds timeout) const {
   COHORT_CHECK_ARG(state_ != nullptr, "Work::wait: empty Work");
+  WaiterScope waiting(state_->hint.get());
   std::unique_lock<std::mutex> lock(state_->mu);
   if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
     throw Timeout(detail::str(state_->name, " not done after ", timeout.count(),

@@ -11,6 +11,10 @@
 
 namespace cohort::comm {
 
+namespace transport {
+struct WaitHint;
+}
+
 class Work {
  public:
   Work() = default;
@@ -29,8 +33,9 @@ class Work {
   // "allreduce #12" — names the operation in errors.
   const std::string& name() const;
 
-  // Used by the communicator: a fresh pending Work and its completion.
-  static Work pending(std::string name);
+  // Used by the communicator: a fresh pending Work and its completion. While a thread blocks
+  // in wait(), `hint` (if any) counts it as a waiter, so the transfer polls hard again.
+  static Work pending(std::string name, std::shared_ptr<transport::WaitHint> hint = nullptr);
   void complete(std::exception_ptr error) const;
 
  private:
@@ -40,6 +45,7 @@ class Work {
     std::condition_variable cv;
     bool done = false;
     std::exception_ptr error;
+    std::shared_ptr<transport::WaitHint> hint;
   };
   std::shared_ptr<State> state_;
 };

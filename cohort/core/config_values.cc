@@ -1,6 +1,7 @@
 // Config: typed values with validation against the registry.
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "cohort/core/config.h"
@@ -184,15 +185,20 @@ bool Config::is_set(const std::string& n) const {
 }
 
 std::string Config::to_toml() const {
-  std::ostringstream os;
-  std::string section;
+  // One table per section, in the order sections first appear in the registry (a section's
+  // keys may be declared in several places; TOML forbids repeating a table).
+  std::vector<std::string> order;
+  std::map<std::string, std::ostringstream> tables;
   for (const auto& k : registry_->keys()) {
     size_t dot = k.name.find('.');
     std::string s = k.name.substr(0, dot);
-    if (s != section) os << (section.empty() ? "" : "\n") << "[" << s << "]\n", section = s;
-    os << k.name.substr(dot + 1) << " = " << config_value_str(values_.at(k.name)) << "\n";
+    if (!tables.count(s)) order.push_back(s);
+    tables[s] << k.name.substr(dot + 1) << " = " << config_value_str(values_.at(k.name)) << "\n";
   }
-  return os.str();
+  std::string out;
+  for (const std::string& s : order)
+    out += (out.empty() ? "" : "\n") + ("[" + s + "]\n") + tables[s].str();
+  return out;
 }
 
 }  // namespace cohort

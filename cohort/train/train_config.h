@@ -12,6 +12,9 @@ namespace cohort::train {
 // The registry of every key `cohort train` understands (built once).
 const ConfigRegistry& train_registry();
 
+// Adds the comm/ddp/ckpt/fault keys (train_registry_dist.cc).
+void add_distributed_keys(ConfigRegistry& r);
+
 // docs/config.md: a header plus the registry's tables (`cohort config docs` prints it).
 std::string config_reference_markdown();
 

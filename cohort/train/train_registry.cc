@@ -194,6 +194,7 @@ ConfigRegistry build() {
   add_data_keys(r);
   add_optim_keys(r);
   add_train_keys(r);
+  add_distributed_keys(r);  // train_registry_dist.cc
   return r;
 }
 

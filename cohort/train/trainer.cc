@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "cohort/autograd/node.h"
+#include "cohort/core/logging.h"
 #include "cohort/core/thread_pool.h"
 #include "cohort/data/loader.h"
 #include "cohort/data/text.h"
@@ -19,29 +20,45 @@
 
 namespace cohort::train {
 
-std::string make_run_dir(const Config& cfg) {
+std::string make_run_dir(const Config& cfg, bool write_config) {
   std::filesystem::path dir =
       std::filesystem::path(cfg.get_string("run.dir")) / cfg.get_string("run.name");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   COHORT_CHECK_IO(!ec, "cannot create run directory '", dir.string(), "': ", ec.message());
-  std::ofstream(dir / "config.toml") << cfg.to_toml();
+  if (write_config) std::ofstream(dir / "config.toml") << cfg.to_toml();
   return dir.string();
 }
 
 namespace {
 
-// Steps in one pass over the training data: loader batches, or windows for text.
-int64_t steps_per_epoch(const DataSplits& d, int64_t batch, int64_t block) {
-  if (!d.is_text) return (d.train->size() + batch - 1) / batch;  // last batch may be short
+// Steps in one pass over this worker's share of the training data: loader batches (the
+// distributed sampler pads every shard to ceil(size / workers)), or windows for text.
+int64_t steps_per_epoch(const DataSplits& d, int64_t batch, int64_t block, int workers) {
+  if (!d.is_text) {
+    int64_t shard = (d.train->size() + workers - 1) / workers;
+    return (shard + batch - 1) / batch;  // the last batch may be short
+  }
   auto& text = static_cast<const data::TextDataset&>(*d.train);
   return std::max<int64_t>(1, text.num_bytes() / (batch * block));
 }
 
+parallel::DdpOptions ddp_options(const Config& cfg) {
+  parallel::DdpOptions o;
+  o.bucket_bytes = size_t(cfg.get_float("ddp.bucket_mb") * double(1 << 20));
+  o.first_bucket_bytes = size_t(cfg.get_float("ddp.first_bucket_mb") * double(1 << 20));
+  o.find_unused_parameters = cfg.get_bool("ddp.find_unused_parameters");
+  o.check_every = cfg.get_int("ddp.check_every");
+  return o;
+}
+
 }  // namespace
 
-Trainer::Trainer(const Config& cfg) : s_(std::make_unique<State>(cfg)) {
+Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
+    : s_(std::make_unique<State>(cfg)) {
   check_combination(cfg);
+  s_->world = join_world(cfg, env);
+  if (s_->world->distributed()) log::set_rank(s_->world->rank);
   set_num_threads(int(cfg.get_int("run.threads")));
   s_->batch = cfg.get_int("data.batch_size");
   s_->data = make_data(cfg);
@@ -50,12 +67,16 @@ Trainer::Trainer(const Config& cfg) : s_(std::make_unique<State>(cfg)) {
                    s_->data.train->size(), " samples)");
   s_->model = make_model(cfg);
   s_->opt = make_optimizer(cfg, *s_->model);
-  s_->steps_per_epoch = steps_per_epoch(s_->data, s_->batch, cfg.get_int("model.block_size"));
+  s_->steps_per_epoch =
+      steps_per_epoch(s_->data, s_->batch, cfg.get_int("model.block_size"), s_->world->size);
   int64_t max_steps = cfg.get_int("train.max_steps");
   s_->total_steps = cfg.get_int("train.epochs") * s_->steps_per_epoch;
   if (max_steps > 0) s_->total_steps = std::min(s_->total_steps, max_steps);
   if (s_->data.is_text && max_steps > 0) s_->total_steps = max_steps;
   s_->schedule = make_schedule(cfg, s_->total_steps);
+  // Broadcasts rank 0's parameters, so every worker starts from the same model.
+  if (s_->world->distributed())
+    s_->ddp = std::make_unique<parallel::DDP>(*s_->model, s_->world->group, ddp_options(cfg));
 }
 
 Trainer::~Trainer() = default;

@@ -7,6 +7,7 @@
 
 #include "cohort/core/config.h"
 #include "cohort/nn/module.h"
+#include "cohort/rendezvous/bootstrap.h"
 
 namespace cohort::data {
 struct Batch;
@@ -25,8 +26,11 @@ struct EvalResult {
 struct TrainSummary {
   int64_t steps = 0;
   double train_seconds = 0;  // training only, evaluations excluded
-  double samples_per_s = 0;
-  EvalResult eval;  // the last evaluation
+  double samples_per_s = 0;  // all workers together
+  int workers = 1;
+  double comm_hidden = -1;         // share of allreduce time hidden behind backward; -1: none
+  double scaling_efficiency = -1;  // vs a recorded 1-worker run of the same setup; -1: none
+  EvalResult eval;                 // the last evaluation
   std::string run_dir;
   std::string sample;  // GPT: generated text, empty otherwise
 };
@@ -34,12 +38,16 @@ struct TrainSummary {
 class Trainer {
  public:
   // Validates the combination of keys (e.g. model.type = "gpt" needs data.dataset = "text")
-  // and builds everything; loading data may throw IoError naming the file.
-  explicit Trainer(const Config& cfg);
+  // and builds everything; loading data may throw IoError naming the file. When `env` holds a
+  // launcher's variables (`cohort run`, torchrun, mpirun, srun) this process joins that job as
+  // one data-parallel worker (collective: every worker constructs its Trainer).
+  explicit Trainer(const Config& cfg,
+                   const rendezvous::EnvMap& env = rendezvous::snapshot_environment());
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
+  // Trains (resuming per run.resume), evaluates, checkpoints; returns the summary.
   TrainSummary run();
   EvalResult evaluate();
   nn::Module& model();
@@ -47,7 +55,10 @@ class Trainer {
   struct State;  // trainer_state.h
 
  private:
-  bool train_step(const data::Batch& b, int64_t epoch, Progress& p);
+  bool train_step(const data::Batch& b, int64_t epoch, int64_t batch_index, double data_s,
+                  Progress& p);
+  void start_run();
+  void save_checkpoint();
   void run_epochs(Progress& p);
   void run_text(Progress& p);
   TrainSummary finish_summary();

@@ -4,22 +4,37 @@
 #include <memory>
 #include <string>
 
+#include "cohort/ckpt/checkpoint.h"
 #include "cohort/optim/schedule.h"
+#include "cohort/parallel/ddp.h"
 #include "cohort/train/components.h"
 #include "cohort/train/metrics_log.h"
+#include "cohort/train/step_metrics.h"
 #include "cohort/train/trainer.h"
+#include "cohort/train/world.h"
 
 namespace cohort::train {
 
 using Clock = std::chrono::steady_clock;
 
+// Where the loop stands when a checkpoint is taken or restored.
+struct LoopPosition {
+  int64_t epoch = 0;
+  int64_t batch_in_epoch = 0;  // batches of `epoch` already trained on (per rank)
+};
+
 struct Trainer::State {
   Config cfg;
+  std::unique_ptr<TrainWorld> world;  // first: outlives the DDP that uses its group
   DataSplits data;
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<MetricsLog> log;
+  // Declared after the model and optimizer, so destroyed before them.
+  std::unique_ptr<parallel::DDP> ddp;             // distributed runs only
+  std::unique_ptr<ckpt::CheckpointManager> ckpt;  // rank 0 writes; every rank may read
+  StepMetrics metrics;
   std::string run_dir;
   int64_t batch = 0;
   int64_t total_steps = 0;
@@ -31,13 +46,19 @@ struct Trainer::State {
   EvalResult last_eval;
   Clock::time_point start;
 
+  int64_t last_saved_step = -1;
+  int64_t start_step = 0;   // step the run resumed from (0: fresh)
+  LoopPosition resume_pos;  // where this run starts (a checkpoint's position, or 0/0)
+  LoopPosition pos;         // after the last step: what a checkpoint taken now records
+
   explicit State(const Config& c) : cfg(c) {}
-  bool out_of_time() const {
-    double limit = cfg.get_float("train.time_limit_s");
-    return limit > 0 && std::chrono::duration<double>(Clock::now() - start).count() >= limit;
-  }
+  // train.time_limit_s reached; in a distributed run rank 0 decides for everyone, so that all
+  // ranks stop after the same step.
+  bool out_of_time();
+  Tensor forward(const Tensor& x) { return ddp ? (*ddp)(x) : (*model)(x); }
 };
 
-std::string make_run_dir(const Config& cfg);
+// Creates <run.dir>/<run.name>; the chief also writes config.toml there.
+std::string make_run_dir(const Config& cfg, bool write_config);
 
 }  // namespace cohort::train

@@ -1,5 +1,6 @@
 // Outside mpirun, re-runs this binary under `mpirun -n 3` (the MpiBackend.* tests skip
-// themselves without it) and checks that every rank passed.
+// themselves without it), and the process-group tests under `mpirun -n 2`, and checks that
+// every rank passed.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,14 +25,17 @@ std::string find_mpirun() {
   return "";
 }
 
-TEST(MpiLaunch, EveryCollectivePassesUnderMpirunWith3Ranks) {
+// Runs this binary's tests matching `filter` under `mpirun -n ranks`; every rank must run them
+// (not skip) and pass.
+void expect_every_rank_passes(int ranks, const std::string& filter) {
   if (under_mpirun()) GTEST_SKIP() << "already under mpirun";
   std::string mpirun = find_mpirun();
   if (mpirun.empty()) GTEST_SKIP() << "mpirun not found (install openmpi-bin); MPI tests skipped";
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   // `timeout` bounds a hung job; --oversubscribe lets 3 ranks share 2 cores.
-  std::string cmd = "timeout -k 5 120 " + mpirun + " --allow-run-as-root --oversubscribe -n 3 " +
-                    self + " --gtest_color=no --gtest_filter='MpiBackend*' 2>&1";
+  std::string cmd = "timeout -k 5 120 " + mpirun + " --allow-run-as-root --oversubscribe -n " +
+                    std::to_string(ranks) + " " + self + " --gtest_color=no --gtest_filter='" +
+                    filter + "' 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   ASSERT_NE(pipe, nullptr) << "popen failed: " << cmd;
   std::string output;
@@ -40,12 +44,21 @@ TEST(MpiLaunch, EveryCollectivePassesUnderMpirunWith3Ranks) {
   int status = pclose(pipe);
   ASSERT_TRUE(WIFEXITED(status)) << cmd << "\n" << output;
   EXPECT_EQ(WEXITSTATUS(status), 0) << cmd << "\n" << output;
-  // Each of the 3 ranks reports its own run: all must have run (not skipped) and passed.
-  size_t passed = 0;
+  // Each rank reports its own run: all must have run (not skipped) and passed.
+  int passed = 0;
   for (size_t at = 0; (at = output.find("[  PASSED  ]", at)) != std::string::npos; ++at) ++passed;
-  EXPECT_EQ(passed, 3u) << output;
+  EXPECT_EQ(passed, ranks) << output;
   EXPECT_EQ(output.find("[  FAILED  ]"), std::string::npos) << output;
   EXPECT_EQ(output.find("[  SKIPPED ]"), std::string::npos) << output;
+}
+
+TEST(MpiLaunch, EveryCollectivePassesUnderMpirunWith3Ranks) {
+  expect_every_rank_passes(3, "MpiBackend*");
+}
+
+// 3 ranks run the process-group tests above (they are MpiBackend.*); 2 ranks here.
+TEST(MpiLaunch, ProcessGroupMatchesNativeUnderMpirunWith2Ranks) {
+  expect_every_rank_passes(2, "MpiBackend.ProcessGroup*");
 }
 
 }  // namespace

@@ -118,6 +118,7 @@ struct Buffer {
   std::vector<char> bytes;
   Buffer(DType t, size_t n) : dtype(t), bytes(std::max<size_t>(1, n * dtype_size(t)), 0) {}
   void* data() { return bytes.data(); }
+  const void* data() const { return bytes.data(); }
   size_t count() const { return bytes.size() / dtype_size(dtype); }
 };
 

@@ -13,5 +13,6 @@ struct Handlers {
 void add_train_command(CLI::App& app, Handlers& h);
 void add_config_command(CLI::App& app, Handlers& h);
 void add_bench_command(CLI::App& app, Handlers& h);
+void add_run_command(CLI::App& app, Handlers& h);
 
 }  // namespace cohort::cli

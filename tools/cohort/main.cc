@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   cohort::cli::add_train_command(app, handlers);
   cohort::cli::add_config_command(app, handlers);
   cohort::cli::add_bench_command(app, handlers);
+  cohort::cli::add_run_command(app, handlers);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

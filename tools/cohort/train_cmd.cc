@@ -1,24 +1,74 @@
-// `cohort train CONFIG.toml [--set key=value]...`: trains on this process.
+// `cohort train CONFIG.toml [--set key=value]... [--workers N] [--resume auto|DIR]
+// [--max-restarts K]`: trains on this process, or launches N data-parallel workers of itself
+// (through the same launcher as `cohort run`).
+#include <cstdio>
 #include <memory>
 
+#include "cohort/launch/launcher.h"
 #include "cohort/train/train_config.h"
 #include "cohort/train/trainer.h"
 #include "tools/cohort/commands.h"
 
 namespace cohort::cli {
+namespace {
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  int workers = 0;  // 0: train in this process
+  std::string resume;
+  int max_restarts = 0;
+};
+
+int train_here(const TrainArgs& a) {
+  std::vector<std::string> sets = a.sets;
+  if (!a.resume.empty()) sets.push_back("run.resume=" + a.resume);
+  Config cfg = train::load_config(a.config, sets, train::environment_snapshot());
+  train::Trainer trainer(cfg);
+  trainer.run();
+  return 0;
+}
+
+// The launcher re-runs this executable as `cohort train CONFIG --set ...` in each worker.
+int launch_workers(const TrainArgs& a) {
+  // Fail on a bad config here, once, rather than in every worker.
+  train::load_config(a.config, a.sets, train::environment_snapshot());
+  launch::LaunchOptions o;
+  o.command = {launch::self_executable(), "train", a.config};
+  for (const std::string& s : a.sets) o.command.insert(o.command.end(), {"--set", s});
+  if (!a.resume.empty()) o.command.insert(o.command.end(), {"--resume", a.resume});
+  o.nproc_per_node = a.workers;
+  o.max_restarts = a.max_restarts;
+  launch::LaunchResult r = launch::run(o);
+  if (r.exit_code != 0) std::fprintf(stderr, "cohort train: %s\n", r.message.c_str());
+  return r.exit_code;
+}
+
+}  // namespace
 
 void add_train_command(CLI::App& app, Handlers& h) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model from a TOML config");
-  auto path = std::make_shared<std::string>();
-  auto sets = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("config", *path, "TOML config file (see docs/config.md)")->required();
-  cmd->add_option("--set", *sets, "Override a key, e.g. --set optim.lr=0.1 (repeatable)");
-  cmd->callback([&h, path, sets] {
-    h.run = [path, sets] {
-      Config cfg = train::load_config(*path, *sets, train::environment_snapshot());
-      train::Trainer trainer(cfg);
-      trainer.run();
-      return 0;
+  auto a = std::make_shared<TrainArgs>();
+  cmd->add_option("config", a->config, "TOML config file (see docs/config.md)")->required();
+  cmd->add_option("--set", a->sets, "Override a key, e.g. --set optim.lr=0.1 (repeatable)");
+  cmd->add_option("--workers", a->workers,
+                  "Launch N data-parallel workers on this machine (like torchrun "
+                  "--nproc-per-node N)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--resume", a->resume,
+                  "`auto`: continue from the newest checkpoint that verifies; or a checkpoint "
+                  "directory (sets run.resume)");
+  cmd->add_option("--max-restarts", a->max_restarts,
+                  "With --workers: restart all workers up to K times after a failure; they "
+                  "resume from the newest checkpoint")
+      ->check(CLI::Range(0, 1000));
+  cmd->callback([&h, a] {
+    h.run = [a] {
+      if (a->workers > 0) return launch_workers(*a);
+      COHORT_CHECK_ARG(a->max_restarts == 0,
+                       "cohort train: --max-restarts needs --workers N (restarts are done by "
+                       "the launcher)");
+      return train_here(*a);
     };
   });
 }

@@ -109,4 +109,15 @@ void Backoff::pause(Notifier* notifier, uint64_t seen, bool polling,
   }
 }
 
+void Backoff::pause_background(Notifier* notifier, uint64_t seen,
+                               steady_clock::time_point deadline) {
+  sleep_ = std::clamp<nanoseconds>(sleep_ * 2, microseconds(20), microseconds(200));
+  auto until = std::min(deadline, steady_clock::now() + sleep_);
+  if (notifier) {
+    notifier->wait_until(seen, until);
+  } else {
+    std::this_thread::sleep_until(until);
+  }
+}
+
 }  // namespace cohort::comm::transport

@@ -51,6 +51,22 @@ class Notifier {
   std::condition_variable cv_;
 };
 
+// Whether the thread driving a transfer should poll hard (spin, then yield) or sleep between
+// polls. An asynchronous collective runs on the communicator's worker thread while the thread
+// that issued it keeps computing (DDP's backward): spinning or yielding there steals the core
+// the computation needs, most of all when workers fill every core. So the worker sleeps
+// between polls, unless some thread blocks on the result (Work::wait): then the transfer is
+// on the critical path again and it polls hard. Shared by a Communicator, its Context and the
+// Works it hands out; all fields are read and written with relaxed atomics.
+struct WaitHint {
+  std::atomic<bool> background{false};  // the op in progress runs on the worker thread
+  std::atomic<int> waiters{0};          // threads blocked in Work::wait on this communicator
+  bool sleep_between_polls() const {
+    return background.load(std::memory_order_relaxed) &&
+           waiters.load(std::memory_order_relaxed) == 0;
+  }
+};
+
 class Backoff {
  public:
   struct Policy {
@@ -66,6 +82,10 @@ class Backoff {
   // caller-driven pair has pending work (then sleeps stay short, since nobody rings for it).
   void pause(Notifier* notifier, uint64_t seen, bool polling,
              std::chrono::steady_clock::time_point deadline);
+  // A poll in vain while the transfer runs in the background (WaitHint): sleep, in steps that
+  // grow from 20 to 200 us, without spinning or yielding.
+  void pause_background(Notifier* notifier, uint64_t seen,
+                        std::chrono::steady_clock::time_point deadline);
   // Progress was made: start over with spinning.
   void reset();
   // Whether some pause went past the spin phase (yielded or slept) since construction.

@@ -32,6 +32,7 @@ Request Context::send(int peer, const void* data, size_t bytes, const Header& he
   op->data = static_cast<char*>(const_cast<void*>(data));
   op->bytes = bytes;
   inject_faults(p, *op);
+  bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
   p.post(op);
   return Request(std::move(op), this);
 }
@@ -67,6 +68,7 @@ Request Context::recv(int peer, void* data, size_t bytes, const Header& header,
     op->reduce = true;
     op->reduce_spec = *reduce;
   }
+  bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
   p.post(op);
   return Request(std::move(op), this);
 }
@@ -100,6 +102,8 @@ void Context::wait(OpState& op, Deadline deadline) {
     if (Clock::now() >= deadline) throw_timeout(op, deadline);
     if (moved) {
       backoff.reset();
+    } else if (hint_ && hint_->sleep_between_polls()) {
+      backoff.pause_background(&notifier_, seen, deadline);
     } else {
       backoff.pause(&notifier_, seen, !polled_.empty(), deadline);
     }

@@ -8,6 +8,7 @@
 //      unlinks it and acknowledges; tcp: the higher rank connects to the lower rank's listener,
 //      both prove the job secret (rendezvous/auth.h) and the connector names its rank.
 // Creation throws Timeout naming the ranks that did not arrive within connect_timeout.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,14 @@ class Context {
   // Waits for every request (all are driven together, so no send can starve a recv).
   void wait_all(std::vector<Request>& requests, Deadline deadline);
 
+  // How waits poll (see WaitHint); null: always hard.
+  void set_wait_hint(std::shared_ptr<const WaitHint> hint) { hint_ = std::move(hint); }
+
+  // Payload bytes posted to peers and expected from them so far (frame headers excluded),
+  // for per-step traffic metrics. Readable from any thread.
+  uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+  uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
+
   // Closes every pair: peers' pending and later ops fail with IoError naming this rank.
   void close();
   // Breaks every pair after an error: peers' ops fail at once with an IoError quoting `reason`.
@@ -82,6 +91,8 @@ class Context {
   FaultInjection faults_;
   uint64_t sent_to_drop_peer_ = 0;
   bool stalled_ = false;
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::shared_ptr<const WaitHint> hint_;
 };
 
 }  // namespace cohort::comm::transport

@@ -1,0 +1,235 @@
+#include "cohort/launch/attempt.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
+#include "cohort/core/error.h"
+
+namespace cohort::launch::detail {
+
+using std::chrono::milliseconds;
+
+// After SIGKILL, how long reaping may take (a process in uninterruptible sleep) before the
+// launcher gives up on it and says so.
+constexpr milliseconds kKillReapDeadline{10'000};
+// After every worker exited, how long to keep reading pipes that a worker's own children may
+// still hold (they were just SIGKILLed with the group, so this is normally instant).
+constexpr milliseconds kFinalDrainDeadline{1'000};
+// Poll period of the watch loop: a worker exit closes its pipes and wakes poll at once; the
+// period only bounds the latency when a worker's children keep its pipes open.
+constexpr milliseconds kWatchPeriod{50};
+constexpr milliseconds kStopPeriod{10};
+
+struct Attempt::Worker {
+  Worker(int rank, int local_rank, bool tag)
+      : rank(rank),
+        local_rank(local_rank),
+        out(1, tag ? cohort::detail::str("[rank ", rank, "] ") : "", &tail),
+        err(2, tag ? cohort::detail::str("[rank ", rank, "] ") : "", &tail) {}
+  int rank;
+  int local_rank;
+  ChildProcess proc;
+  LineTail tail;
+  LineRelay out;
+  LineRelay err;
+  bool running = false;
+  int status = 0;
+};
+
+Attempt::Attempt(const LaunchOptions& options, const JobPlan& plan, int restart, uint16_t port,
+                 SignalRelay& relay)
+    : options_(options), plan_(plan), restart_(restart), port_(port), relay_(relay) {}
+
+Attempt::~Attempt() {
+  // Normally finish() already reaped everyone; this covers an exception mid-spawn.
+  if (any_running()) {
+    signal_all(SIGKILL);
+    wait_exits(Clock::now() + kKillReapDeadline, Patience::kFull);
+  }
+  for (auto& w : workers_) {
+    if (w->proc.out_fd >= 0) ::close(w->proc.out_fd);
+    if (w->proc.err_fd >= 0) ::close(w->proc.err_fd);
+  }
+}
+
+AttemptOutcome Attempt::run() {
+  const int world = options_.nnodes * options_.nproc_per_node;
+  if (options_.nnodes > 1) {
+    std::fprintf(stderr, "cohort run: %d workers on node %d of %d (world size %d), store %s:%u\n",
+                 options_.nproc_per_node, options_.node_rank, options_.nnodes, world,
+                 plan_.store_host.c_str(), unsigned{port_});
+  } else {
+    std::fprintf(stderr, "cohort run: %d worker%s, store %s:%u\n", world, world == 1 ? "" : "s",
+                 plan_.store_host.c_str(), unsigned{port_});
+  }
+  std::fflush(stderr);
+  spawn_all();
+  watch();
+  if (any_running()) stop(outcome_.signal ? outcome_.signal : SIGTERM);
+  finish();
+  return outcome_;
+}
+
+std::vector<std::string> Attempt::worker_env(int local_rank) const {
+  rendezvous::EnvMap env = plan_.base_env;
+  auto set = [&env](const char* k, const auto& v) { env[k] = cohort::detail::str(v); };
+  set("COHORT_RANK", options_.node_rank * options_.nproc_per_node + local_rank);
+  set("COHORT_WORLD_SIZE", options_.nnodes * options_.nproc_per_node);
+  set("COHORT_LOCAL_RANK", local_rank);
+  set("COHORT_LOCAL_WORLD_SIZE", options_.nproc_per_node);
+  set("COHORT_NODE_RANK", options_.node_rank);
+  set("COHORT_MASTER_ADDR", plan_.store_host);
+  set("COHORT_MASTER_PORT", port_);
+  set("COHORT_JOB_SECRET", plan_.secret.to_hex());
+  set("COHORT_STORE_EXTERNAL", 1);
+  set("COHORT_RESTART_COUNT", restart_);
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+void Attempt::spawn_all() {
+  for (int local = 0; local < options_.nproc_per_node; ++local) {
+    const int rank = options_.node_rank * options_.nproc_per_node + local;
+    workers_.push_back(std::make_unique<Worker>(rank, local, options_.tag_output));
+    Worker& w = *workers_.back();
+    w.proc = spawn_child(SpawnSpec{options_.command, worker_env(local)});
+    w.running = true;
+  }
+}
+
+bool Attempt::any_running() const {
+  return std::any_of(workers_.begin(), workers_.end(), [](auto& w) { return w->running; });
+}
+
+bool Attempt::any_fd_open() const {
+  return std::any_of(workers_.begin(), workers_.end(),
+                     [](auto& w) { return w->proc.out_fd >= 0 || w->proc.err_fd >= 0; });
+}
+
+void Attempt::signal_all(int sig) {
+  // Groups of exited workers too: their own children may still be alive.
+  for (auto& w : workers_) signal_group(w->proc.pid, sig);
+}
+
+// Runs until the first failure, a signal to the launcher, or every worker exited cleanly.
+void Attempt::watch() {
+  while (any_running() && outcome_.failed_rank < 0 && outcome_.signal == 0) {
+    pump(kWatchPeriod);
+    reap();
+  }
+}
+
+// SIGTERM (or the signal the launcher got) to every group, SIGKILL after the grace period.
+void Attempt::stop(int sig) {
+  stopping_ = true;
+  signal_all(sig);
+  wait_exits(Clock::now() + options_.stop_grace, Patience::kUntilEscalated);
+  if (any_running()) {
+    signal_all(SIGKILL);
+    wait_exits(Clock::now() + kKillReapDeadline, Patience::kFull);
+  }
+}
+
+void Attempt::wait_exits(Clock::time_point deadline, Patience patience) {
+  while (any_running() && !(patience == Patience::kUntilEscalated && escalate_)) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left <= milliseconds(0)) return;
+    pump(std::min(left, kStopPeriod));
+    reap();
+  }
+}
+
+// Everyone is reaped (or given up on): kill stragglers in the groups, read what is left in
+// the pipes, print partial last lines, record the failed rank's tail.
+void Attempt::finish() {
+  signal_all(SIGKILL);
+  const auto deadline = Clock::now() + kFinalDrainDeadline;
+  while (any_fd_open() && Clock::now() < deadline) pump(kStopPeriod);
+  for (auto& w : workers_) {
+    drain(w->proc.out_fd, w->out);
+    drain(w->proc.err_fd, w->err);
+    w->out.flush();
+    w->err.flush();
+    if (w->rank == outcome_.failed_rank) outcome_.tail = w->tail.indented();
+    if (w->running) {
+      outcome_.unreaped += cohort::detail::str(outcome_.unreaped.empty() ? "" : ", ", "rank ",
+                                               w->rank, " (pid ", w->proc.pid, ")");
+    }
+  }
+}
+
+// Waits up to `timeout` for output or a signal, then handles whatever is ready.
+void Attempt::pump(milliseconds timeout) {
+  std::vector<pollfd> fds{{relay_.fd(), POLLIN, 0}};
+  for (auto& w : workers_) {
+    if (w->proc.out_fd >= 0) fds.push_back({w->proc.out_fd, POLLIN, 0});
+    if (w->proc.err_fd >= 0) fds.push_back({w->proc.err_fd, POLLIN, 0});
+  }
+  int n = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+  if (n <= 0) return;  // timeout, or EINTR: the caller loops
+  if (fds[0].revents) {
+    while (int sig = relay_.take()) {
+      if (outcome_.signal == 0) {
+        outcome_.signal = sig;
+      } else {
+        escalate_ = true;  // impatient second signal: do not wait for the grace period
+        signal_all(SIGKILL);
+      }
+    }
+  }
+  for (auto& w : workers_) {
+    drain(w->proc.out_fd, w->out);
+    drain(w->proc.err_fd, w->err);
+  }
+}
+
+// Reads everything available on fd (non-blocking) into relay; closes fd at EOF.
+void Attempt::drain(int& fd, LineRelay& relay) {
+  char buf[16384];
+  while (fd >= 0) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      relay.feed(std::string_view(buf, static_cast<size_t>(n)));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return;
+    } else {  // EOF or a real error: this stream is done
+      relay.flush();
+      ::close(fd);
+      fd = -1;
+    }
+  }
+}
+
+void Attempt::reap() {
+  for (auto& w : workers_) {
+    if (!w->running) continue;
+    int status = 0;
+    pid_t r = ::waitpid(w->proc.pid, &status, WNOHANG);
+    if (r == 0) continue;
+    if (r < 0 && errno == EINTR) continue;
+    w->running = false;
+    w->status = status;
+    // r < 0 (ECHILD: someone else reaped it, e.g. a SIGCHLD=SIG_IGN setting): treat as failed.
+    if (r < 0) w->status = 0xff00;  // exit code 255
+    // Read what it wrote before exiting, so that its last lines are complete.
+    drain(w->proc.out_fd, w->out);
+    drain(w->proc.err_fd, w->err);
+    const bool failed = !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
+    if (failed && !stopping_ && outcome_.failed_rank < 0 && outcome_.signal == 0) {
+      outcome_.failed_rank = w->rank;
+      outcome_.status = w->status;
+    }
+  }
+}
+
+}  // namespace cohort::launch::detail

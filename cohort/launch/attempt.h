@@ -1,0 +1,77 @@
+#pragma once
+// One attempt of a launch: spawn the local workers against the attempt's store,
+// relay their output, stop everyone at the first failure or on SIGINT/SIGTERM, reap all.
+// launcher.cc runs attempts until one succeeds or the restarts run out. Internal to launch/.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/launch/child_process.h"
+#include "cohort/launch/launcher.h"
+#include "cohort/launch/output.h"
+#include "cohort/launch/signal_relay.h"
+#include "cohort/rendezvous/bootstrap.h"
+
+namespace cohort::launch::detail {
+
+// What every attempt of a job shares, derived once from LaunchOptions and the environment.
+struct JobPlan {
+  rendezvous::Secret secret;
+  std::string store_host;       // bind address (if hosting) and COHORT_MASTER_ADDR
+  uint16_t store_port = 0;      // 0: the OS picks one per attempt
+  bool host_store = true;       // node_rank 0 hosts the store
+  rendezvous::EnvMap base_env;  // the launcher's environment + extra_env, before COHORT_*
+};
+
+struct AttemptOutcome {
+  int failed_rank = -1;  // global rank of the first failure, -1 if none
+  int status = 0;        // its waitpid status
+  int signal = 0;        // SIGINT/SIGTERM received by the launcher, 0 if none
+  std::string tail;      // last lines of the failed rank, indented
+  std::string unreaped;  // workers that outlived SIGKILL + deadline (should be empty)
+};
+
+class Attempt {
+ public:
+  // port: where this attempt's store listens (the caller started it if this node hosts it).
+  Attempt(const LaunchOptions& options, const JobPlan& plan, int restart, uint16_t port,
+          SignalRelay& relay);
+  ~Attempt();  // kills and reaps whatever is left if run() threw
+  Attempt(const Attempt&) = delete;
+  Attempt& operator=(const Attempt&) = delete;
+
+  AttemptOutcome run();
+
+ private:
+  struct Worker;
+  using Clock = std::chrono::steady_clock;
+
+  void spawn_all();
+  std::vector<std::string> worker_env(int local_rank) const;
+  void watch();
+  void stop(int sig);
+  // kUntilEscalated: also return early when a second signal asked to stop waiting.
+  enum class Patience { kFull, kUntilEscalated };
+  void wait_exits(Clock::time_point deadline, Patience patience);
+  void finish();
+  void pump(std::chrono::milliseconds timeout);
+  static void drain(int& fd, LineRelay& relay);
+  void reap();
+  bool any_running() const;
+  bool any_fd_open() const;
+  void signal_all(int sig);
+
+  const LaunchOptions& options_;
+  const JobPlan& plan_;
+  int restart_;
+  uint16_t port_;
+  SignalRelay& relay_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  AttemptOutcome outcome_;
+  bool stopping_ = false;
+  bool escalate_ = false;  // a second SIGINT/SIGTERM to the launcher: SIGKILL now
+};
+
+}  // namespace cohort::launch::detail

@@ -1,0 +1,175 @@
+// Reducer set-up, hooks and bucket bookkeeping (protocol steps 1-2 in reducer.h). The
+// collectives and the end of the pass (steps 3-4) are in reducer_comm.cc.
+#include "cohort/parallel/reducer.h"
+
+#include "cohort/autograd/engine.h"
+
+namespace cohort::parallel {
+namespace {
+
+// Rides in the queued end-of-backward callback. If the engine drops the callback (the graph or
+// an earlier callback threw), the token dies unrun and tells the reducer that this pass is
+// abandoned, so the next pass starts clean instead of believing it is still mid-iteration.
+struct FinalizeToken {
+  std::weak_ptr<Reducer> reducer;
+  bool ran = false;
+  ~FinalizeToken() {
+    if (ran) return;
+    if (auto r = reducer.lock()) r->abandon_iteration();
+  }
+};
+
+}  // namespace
+
+Reducer::Reducer(std::vector<Param> params, comm::ProcessGroup& group, DdpOptions options)
+    : params_(std::move(params)), group_(group), options_(options) {
+  for (const Param& p : params_) {
+    COHORT_CHECK_ARG(p.tensor.dtype() == DType::f32, "DDP: parameter '", p.name, "' is ",
+                     dtype_name(p.tensor.dtype()), "; DDP averages float32 parameters only");
+    COHORT_CHECK_ARG(p.tensor.requires_grad() && p.tensor.is_leaf(), "DDP: parameter '", p.name,
+                     "' is not a leaf that requires grad");
+  }
+  // Initial guess of the ready order: reverse registration (backward runs later layers first).
+  std::vector<size_t> order;
+  for (size_t i = params_.size(); i-- > 0;) order.push_back(i);
+  build_buckets(order);
+  reset_iteration();
+}
+
+Reducer::~Reducer() {
+  drain();
+}
+
+void Reducer::build_buckets(const std::vector<size_t>& order) {
+  std::vector<int64_t> numels;
+  for (const Param& p : params_) numels.push_back(p.tensor.numel());
+  auto layouts = assign_buckets(order, numels, options_.first_bucket_bytes, options_.bucket_bytes);
+  buckets_.clear();
+  buckets_.resize(layouts.size());
+  slots_.assign(params_.size(), Slot{});
+  for (size_t b = 0; b < layouts.size(); ++b) {
+    buckets_[b].flat = zeros({int64_t(layouts[b].numel)});
+    for (size_t k = 0; k < layouts[b].params.size(); ++k) slots_[layouts[b].params[k]] = {b, k};
+    buckets_[b].layout = std::move(layouts[b]);
+  }
+}
+
+void Reducer::install_hooks() {
+  std::weak_ptr<Reducer> weak = weak_from_this();
+  for (size_t p = 0; p < params_.size(); ++p) {
+    params_[p].tensor.register_grad_ready_hook([weak, p](Tensor&) {
+      if (auto self = weak.lock()) self->on_grad_ready(p);
+    });
+  }
+}
+
+void Reducer::detach() {
+  detached_ = true;
+}
+
+void Reducer::on_grad_ready(size_t p) {
+  if (detached_ || !sync_) return;  // no_sync: .grad just accumulates
+  if (!in_iteration_) begin_iteration();
+  mark_ready(p, params_[p].tensor.grad());
+  poll_done();
+}
+
+void Reducer::begin_iteration() {
+  if (needs_drain_) {
+    drain();
+    needs_drain_ = false;
+  }
+  reset_iteration();
+  in_iteration_ = true;
+  first_hook_ = Clock::now();
+  sent0_ = group_.bytes_sent();
+  received0_ = group_.bytes_received();
+  auto token = std::make_shared<FinalizeToken>();
+  token->reducer = weak_from_this();
+  autograd::queue_callback([token] {
+    token->ran = true;
+    if (auto self = token->reducer.lock()) self->finalize();
+  });
+}
+
+void Reducer::reset_iteration() {
+  in_iteration_ = false;
+  ready_.assign(params_.size(), false);
+  ready_order_.clear();
+  next_launch_ = 0;
+  next_poll_ = 0;
+  for (Bucket& b : buckets_) {
+    b.pending = b.layout.params.size();
+    b.work = comm::Work();
+    b.observed_done = false;
+  }
+}
+
+void Reducer::abandon_iteration() noexcept {
+  in_iteration_ = false;
+  needs_drain_ = true;
+}
+
+Tensor Reducer::slot_view(size_t p) const {
+  const Slot& s = slots_[p];
+  const Shape& shape = params_[p].tensor.shape();
+  return buckets_[s.bucket].flat.as_strided(shape, contiguous_strides(shape),
+                                            int64_t(buckets_[s.bucket].layout.offsets[s.index]));
+}
+
+// An undefined grad (an unused parameter with find_unused_parameters) contributes zeros.
+void Reducer::mark_ready(size_t p, const Tensor& grad) {
+  COHORT_CHECK_ARG(!ready_[p], "DDP: the gradient of '", params_[p].name,
+                   "' became ready twice in one backward pass; DDP supports one backward per "
+                   "forward (reuse of a parameter is fine: its gradient is summed first)");
+  Tensor view = slot_view(p);
+  if (grad.defined()) {
+    view.copy_(grad);
+  } else {
+    view.zero_();
+  }
+  ready_[p] = true;
+  ready_order_.push_back(p);
+  if (--buckets_[slots_[p].bucket].pending == 0) launch_ready_buckets();
+}
+
+// Launches in index order only: a complete bucket waits for all earlier ones.
+void Reducer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    launch(next_launch_++);
+  }
+}
+
+void Reducer::poll_done() {
+  // Collectives complete in issue order, so only the oldest unobserved one needs a look.
+  while (next_poll_ < next_launch_ && buckets_[next_poll_].work.done()) {
+    buckets_[next_poll_].observed_done = true;
+    buckets_[next_poll_].done_at = Clock::now();
+    ++next_poll_;
+  }
+}
+
+std::string Reducer::bucket_name(size_t b) const {
+  const BucketLayout& l = buckets_[b].layout;
+  std::string names;
+  for (size_t k = 0; k < l.params.size() && k < 3; ++k) {
+    names += (k ? ", '" : "'") + params_[l.params[k]].name + "'";
+  }
+  if (l.params.size() > 3) names += ", ...";
+  return detail::str("DDP bucket ", b, " of ", buckets_.size(), " (", l.params.size(),
+                     " parameter(s): ", names, "; ", l.numel, " floats)");
+}
+
+void Reducer::drain() noexcept {
+  for (Bucket& b : buckets_) {
+    if (!b.work.valid()) continue;
+    try {
+      b.work.wait();  // bounded by the operation's own deadline
+    } catch (...) {
+      // The pass that launched it is already failing or gone; its error was (or will be)
+      // reported by whoever waits for it properly.
+    }
+  }
+}
+
+}  // namespace cohort::parallel

@@ -1,0 +1,121 @@
+#pragma once
+// Reducer: DDP's gradient averaging, overlapped with backward (after torch's reducer.cpp).
+//
+// Protocol, per synced backward (every rank runs the same steps in the same order):
+//   1. The first grad-ready hook of the pass starts an iteration and queues finalize() with
+//      autograd::queue_callback, so it runs when the graph is done, before backward() returns.
+//   2. Each hook copies the parameter's final .grad into its slot of its bucket's flat f32
+//      buffer. When a bucket's last gradient arrives, buckets are launched in index order:
+//      bucket i is launched (allreduce_async, avg) only once buckets < i were, so every rank
+//      issues the same collectives in the same order even if gradients arrive out of order.
+//      The communicator's worker thread runs them while backward continues.
+//   3. finalize(): parameters that got no gradient are an error (find_unused_parameters off)
+//      or contribute their current .grad (zero if none); remaining buckets are launched; every
+//      bucket is waited for (the wait is the exposed communication); averaged values are copied
+//      back into each .grad.
+//   4. After the first synced step, buckets are rebuilt in the observed ready order. The
+//      order is assumed identical on every rank (same model, deterministic engine); one
+//      allgather of its hash checks that once.
+// Under no_sync (sync off) hooks do nothing: .grad accumulates locally and the next synced
+// step averages the accumulated sum.
+//
+// Threads: hooks, finalize and every method run on the thread that runs backward / owns the
+// DDP. The communicator's worker thread touches only the flat buffers of launched buckets,
+// which nothing else touches until their Work is done.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/comm/process_group.h"
+#include "cohort/parallel/buckets.h"
+#include "cohort/parallel/ddp_options.h"
+#include "cohort/tensor/tensor.h"
+
+namespace cohort::parallel {
+
+class Reducer : public std::enable_shared_from_this<Reducer> {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Param {
+    std::string name;
+    Tensor tensor;  // f32 leaf with requires_grad
+  };
+
+  Reducer(std::vector<Param> params, comm::ProcessGroup& group, DdpOptions options);
+  ~Reducer();  // drains in-flight buckets; never throws
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Registers one grad-ready hook per parameter. The hooks hold a weak reference: once the
+  // Reducer is gone or detached they do nothing (hooks cannot be unregistered).
+  void install_hooks();
+  void detach();  // hooks become no-ops from now on (DDP's destructor)
+
+  void set_sync(bool on) { sync_ = on; }
+  bool sync() const { return sync_; }
+  const DdpStepStats& stats() const { return stats_; }
+  int64_t synced_steps() const { return synced_steps_; }
+  size_t num_buckets() const { return buckets_.size(); }
+  // Called at the end of every synced step that completed (DDP's periodic check).
+  void set_after_step(std::function<void(int64_t)> fn) { after_step_ = std::move(fn); }
+  // Waits for every launched bucket, ignoring errors (destructor, abandoned passes).
+  void drain() noexcept;
+  void abandon_iteration() noexcept;  // the backward pass threw before finalize ran
+
+ private:
+  struct Bucket {
+    BucketLayout layout;
+    Tensor flat;  // [numel] f32
+    size_t pending = 0;
+    comm::Work work;
+    Clock::time_point launched_at, done_at;
+    bool observed_done = false;
+  };
+  struct Slot {
+    size_t bucket = 0, index = 0;
+  };
+
+  void build_buckets(const std::vector<size_t>& order);
+  void on_grad_ready(size_t p);
+  void begin_iteration();
+  void mark_ready(size_t p, const Tensor& grad);
+  void launch_ready_buckets();
+  void launch(size_t b);
+  void poll_done();
+  void finalize();
+  void finish_synced_step();
+  void handle_unused();
+  void wait_buckets();
+  void copy_back();
+  void record_stats(Clock::time_point graph_done, double exposed_s);
+  void rebuild_from_ready_order(const std::vector<size_t>& order);
+  void reset_iteration();
+  Tensor slot_view(size_t p) const;
+  std::string bucket_name(size_t b) const;
+
+  std::vector<Param> params_;
+  comm::ProcessGroup& group_;
+  DdpOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<Slot> slots_;  // per parameter
+  bool sync_ = true;
+  bool detached_ = false;
+  bool rebuilt_ = false;
+  int64_t synced_steps_ = 0;
+  std::function<void(int64_t)> after_step_;
+  DdpStepStats stats_;
+
+  // Per iteration.
+  bool in_iteration_ = false;
+  bool needs_drain_ = false;  // a pass was abandoned with buckets possibly in flight
+  std::vector<bool> ready_;
+  std::vector<size_t> ready_order_;
+  size_t next_launch_ = 0;
+  size_t next_poll_ = 0;
+  Clock::time_point first_hook_;
+  uint64_t sent0_ = 0, received0_ = 0;
+};
+
+}  // namespace cohort::parallel

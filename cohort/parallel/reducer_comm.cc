@@ -1,0 +1,177 @@
+// The Reducer's collectives: bucket launches and the end of the pass (protocol steps 2-4 in
+// reducer.h).
+#include <algorithm>
+
+#include "cohort/comm/communicator.h"
+#include "cohort/parallel/param_sync.h"
+#include "cohort/parallel/reducer.h"
+
+namespace cohort::parallel {
+namespace {
+
+double seconds(Reducer::Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// Rethrows `e` as the same error type with `context` in front, so a caller can still catch
+// IoError / Timeout (a dead or stalled peer) and learn which bucket it hit.
+[[noreturn]] void rethrow_with_context(std::exception_ptr e, const std::string& context) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const comm::CollectiveMismatch& x) {
+    throw comm::CollectiveMismatch(context + x.what());
+  } catch (const InvalidArgument& x) {
+    throw InvalidArgument(context + x.what());
+  } catch (const IoError& x) {
+    throw IoError(context + x.what());
+  } catch (const Timeout& x) {
+    throw Timeout(context + x.what());
+  } catch (const Internal& x) {
+    throw Internal(context + x.what());
+  } catch (const std::exception& x) {
+    throw Error(context + x.what());
+  }
+}
+
+}  // namespace
+
+void Reducer::launch(size_t b) {
+  Bucket& bucket = buckets_[b];
+  try {
+    bucket.work = group_.allreduce_async({.output = bucket.flat.raw_data(),
+                                          .count = bucket.layout.numel,
+                                          .dtype = comm::DType::f32,
+                                          .op = comm::ReduceOp::avg,
+                                          .timeout = options_.timeout});
+  } catch (...) {
+    rethrow_with_context(std::current_exception(), bucket_name(b) + ": cannot launch: ");
+  }
+  bucket.launched_at = Clock::now();
+}
+
+// The end-of-backward callback (queued by the pass's first hook).
+void Reducer::finalize() {
+  Clock::time_point graph_done = Clock::now();
+  try {
+    handle_unused();
+    launch_ready_buckets();
+    COHORT_INTERNAL(next_launch_ == buckets_.size(), "DDP: ", buckets_.size() - next_launch_,
+                    " bucket(s) not launched at the end of backward");
+    Clock::time_point wait_start = Clock::now();
+    wait_buckets();
+    double exposed = seconds(Clock::now() - wait_start);
+    copy_back();
+    record_stats(graph_done, exposed);
+  } catch (...) {
+    drain();  // the flat buffers must outlive every launched collective
+    reset_iteration();
+    throw;
+  }
+  finish_synced_step();
+}
+
+void Reducer::finish_synced_step() {
+  std::vector<size_t> order = std::move(ready_order_);
+  reset_iteration();
+  ++synced_steps_;
+  if (!rebuilt_) rebuild_from_ready_order(order);
+  if (after_step_) after_step_(synced_steps_);
+}
+
+void Reducer::handle_unused() {
+  std::vector<size_t> unused;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (!ready_[p]) unused.push_back(p);
+  }
+  if (unused.empty()) return;
+  if (!options_.find_unused_parameters) {
+    std::string names;
+    for (size_t k = 0; k < unused.size() && k < 8; ++k) {
+      names += (k ? ", '" : "'") + params_[unused[k]].name + "'";
+    }
+    if (unused.size() > 8) names += detail::str(" and ", unused.size() - 8, " more");
+    throw InvalidArgument(detail::str(
+        "DDP: parameter(s) ", names, " received no gradient in this backward pass (rank ",
+        group_.rank(),
+        "). If some parameters are legitimately unused in a step, construct DDP "
+        "with DdpOptions{.find_unused_parameters = true} (their gradient then counts as zero); "
+        "otherwise make sure the loss depends on every parameter"));
+  }
+  // Reverse registration order, as in the initial bucket guess. A .grad left by no_sync
+  // passes still counts; no .grad counts as zero.
+  for (auto it = unused.rbegin(); it != unused.rend(); ++it) {
+    mark_ready(*it, params_[*it].tensor.grad());
+  }
+}
+
+void Reducer::wait_buckets() {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    try {
+      bucket.work.wait();  // bounded by the collective's own deadline
+    } catch (...) {
+      rethrow_with_context(std::current_exception(), bucket_name(b) + ": allreduce failed: ");
+    }
+    if (!bucket.observed_done) {
+      bucket.observed_done = true;
+      bucket.done_at = Clock::now();
+    }
+  }
+}
+
+void Reducer::copy_back() {
+  for (size_t p = 0; p < params_.size(); ++p) {
+    Tensor avg = slot_view(p);
+    Tensor& param = params_[p].tensor;
+    Tensor grad = param.grad();
+    if (grad.defined()) {
+      grad.copy_(avg);
+    } else {
+      param.set_grad(avg.clone_raw());  // unused with find_unused_parameters and no .grad
+    }
+  }
+}
+
+void Reducer::record_stats(Clock::time_point graph_done, double exposed_s) {
+  stats_.backward_s = seconds(graph_done - first_hook_);
+  stats_.exposed_s = exposed_s;
+  // Collectives run one at a time in launch order on the worker thread: bucket b runs from
+  // max(its launch, bucket b-1's completion) to its completion.
+  stats_.comm_s = 0;
+  Clock::time_point prev_done = first_hook_;
+  for (const Bucket& b : buckets_) {
+    Clock::time_point start = std::max(b.launched_at, prev_done);
+    if (b.done_at > start) stats_.comm_s += seconds(b.done_at - start);
+    prev_done = std::max(prev_done, b.done_at);
+  }
+  stats_.buckets = int(buckets_.size());
+  stats_.bytes_sent = group_.bytes_sent() - sent0_;
+  stats_.bytes_received = group_.bytes_received() - received0_;
+}
+
+// Once, after the first synced step: buckets follow the observed ready order from now on.
+void Reducer::rebuild_from_ready_order(const std::vector<size_t>& order) {
+  rebuilt_ = true;
+  COHORT_INTERNAL(order.size() == params_.size(), "DDP: ready order has ", order.size(), " of ",
+                  params_.size(), " parameters");
+  std::vector<uint64_t> order64(order.begin(), order.end());
+  uint64_t mine = hash_bytes(order64.data(), order64.size() * sizeof(uint64_t));
+  std::vector<uint64_t> all(size_t(group_.size()));
+  group_.allgather({.input = &mine,
+                    .output = all.data(),
+                    .count = 1,
+                    .dtype = comm::DType::i64,
+                    .timeout = options_.timeout});
+  std::string differ;
+  for (int r = 1; r < group_.size(); ++r) {
+    if (all[size_t(r)] != all[0]) differ += detail::str(differ.empty() ? "" : ", ", r);
+  }
+  COHORT_CHECK_ARG(differ.empty(), "DDP: gradients became ready in a different order on rank(s) ",
+                   differ,
+                   " than on rank 0. DDP assumes every rank runs the same model and "
+                   "the same forward (bucket order must match across ranks)");
+  build_buckets(order);
+  reset_iteration();
+}
+
+}  // namespace cohort::parallel

@@ -1,0 +1,98 @@
+#include "cohort/train/checkpointing.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "cohort/core/logging.h"
+#include "cohort/nn/layers.h"
+
+namespace cohort::train {
+namespace {
+
+ckpt::NamedTensors to_named(const std::map<std::string, Tensor>& m) {
+  return ckpt::NamedTensors(m.begin(), m.end());
+}
+
+std::map<std::string, Tensor> to_map(const ckpt::NamedTensors& v) {
+  return std::map<std::string, Tensor>(v.begin(), v.end());
+}
+
+std::string step_dir(const std::string& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%010lld", static_cast<long long>(step));
+  return (std::filesystem::path(dir) / name).string();
+}
+
+// The step directory rank 0 chose, told to every rank (-1: none). Non-chief ranks pass -1.
+int64_t agree_on_step(Trainer::State& s, int64_t chosen) {
+  if (!s.world->distributed()) return chosen;
+  s.world->group->broadcast({.buffer = &chosen, .count = 1, .dtype = comm::DType::i64});
+  return chosen;
+}
+
+}  // namespace
+
+ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosition& pos) {
+  ckpt::CheckpointData d;
+  d.step = s.step;
+  d.model = to_named(s.model->state_dict());
+  optim::OptimizerState os = s.opt->export_state();
+  d.optimizer = to_named(os.tensors);
+  d.state = nlohmann::json{{"step", s.step},
+                           {"epoch", pos.epoch},
+                           {"batch_in_epoch", pos.batch_in_epoch},
+                           {"samples", s.samples},
+                           {"train_seconds", s.train_seconds},
+                           {"loss_ema", s.loss_ema},
+                           {"optimizer_scalars", os.scalars},
+                           {"dropout_counters", nn::dropout_counters(*s.model)},
+                           {"world_size", s.world->size},
+                           {"config", s.cfg.to_toml()}};
+  return d;
+}
+
+LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d) {
+  const nlohmann::json& j = d.state;
+  try {
+    s.model->load_state_dict(to_map(d.model));
+    optim::OptimizerState os;
+    os.tensors = to_map(d.optimizer);
+    os.scalars = j.at("optimizer_scalars").get<std::map<std::string, double>>();
+    s.opt->import_state(os);
+    nn::set_dropout_counters(*s.model,
+                             j.at("dropout_counters").get<std::map<std::string, uint64_t>>());
+    s.step = j.at("step").get<int64_t>();
+    s.samples = j.at("samples").get<int64_t>();
+    s.train_seconds = j.at("train_seconds").get<double>();
+    s.loss_ema = j.at("loss_ema").get<double>();
+    int written_by = j.at("world_size").get<int>();
+    if (written_by != s.world->size && s.world->is_chief())
+      log::warn("train", "resuming a checkpoint written by ", written_by, " worker(s) with ",
+                s.world->size, ": the data order differs from an uninterrupted run");
+    return {j.at("epoch").get<int64_t>(), j.at("batch_in_epoch").get<int64_t>()};
+  } catch (const nlohmann::json::exception& e) {
+    COHORT_CHECK_IO(false, "checkpoint step ", d.step, ": state.json is missing or has a bad ",
+                    "field: ", e.what());
+  }
+  return {};
+}
+
+std::optional<ckpt::CheckpointData> find_resume_checkpoint(Trainer::State& s) {
+  std::string resume = s.cfg.get_string("run.resume");
+  if (resume.empty() && s.world->restart_count > 0) resume = "auto";
+  if (resume.empty()) return std::nullopt;
+  bool auto_mode = resume == "auto";
+  std::optional<ckpt::CheckpointData> d;
+  int64_t chosen = -1;
+  if (s.world->is_chief()) {
+    d = auto_mode ? s.ckpt->load_latest() : ckpt::CheckpointManager::load(resume);
+    if (d) chosen = d->step;
+  }
+  chosen = agree_on_step(s, chosen);
+  if (chosen < 0) return std::nullopt;
+  if (!s.world->is_chief())
+    d = ckpt::CheckpointManager::load(auto_mode ? step_dir(s.ckpt->dir(), chosen) : resume);
+  return d;
+}
+
+}  // namespace cohort::train

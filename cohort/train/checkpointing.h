@@ -1,0 +1,33 @@
+#pragma once
+// Internal to train/: what a checkpoint holds of a training run, and putting it back.
+//
+// A checkpoint is written after step s completes (state "step" = s). It holds everything that
+// decides the run from there on, so that a resumed run is bit-identical to an uninterrupted
+// one (same world size and thread count):
+//   model.safetensors      parameters and buffers (Module::state_dict names)
+//   optimizer.safetensors  optimizer slots ("<param>.<slot>", Optimizer::export_state)
+//   state.json             step, epoch, batches of that epoch already consumed (the sampler
+//                          position), optimizer scalars (per-parameter step counts, lr),
+//                          dropout call counters (the only RNG state: every other draw is
+//                          counter-based from run.seed), running loss average, world size,
+//                          and the config the run used.
+// Only rank 0 writes (parameters and optimizer state are identical on every rank); every rank
+// reads the same directory on resume.
+#include <optional>
+#include <string>
+
+#include "cohort/ckpt/checkpoint.h"
+#include "cohort/train/trainer_state.h"
+
+namespace cohort::train {
+
+ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosition& pos);
+// Restores model, optimizer and counters into s; returns where the loop resumes.
+LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d);
+
+// The checkpoint to resume from, per run.resume ("auto", a path, or empty) and the restart
+// count; nullopt for a fresh start. Rank 0 chooses; every rank loads the same step directory
+// (the choice travels through the process group when distributed).
+std::optional<ckpt::CheckpointData> find_resume_checkpoint(Trainer::State& s);
+
+}  // namespace cohort::train

@@ -1,0 +1,126 @@
+// Declarations of the distributed-training keys of `cohort train` (comm, ddp, ckpt, fault):
+// part of the registry behind docs/config.md.
+#include "cohort/train/train_config.h"
+
+namespace cohort::train {
+namespace {
+
+using T = ConfigType;
+
+// Which backend runs the collectives, and the allreduce cost model's calibration
+// (comm::calibrate_cost_model in cohort/comm/cost_model.h).
+void add_comm_backend_keys(ConfigRegistry& r) {
+  r.add({"comm.backend",
+         T::kString,
+         std::string("native"),
+         "Collective backend: cohort's own over shared memory and TCP (`native`), or Open MPI "
+         "(`mpi`: launch with mpirun; needs a build with MPI).",
+         "",
+         {"native", "mpi"}});
+  r.add({"comm.calibrate",
+         T::kString,
+         std::string("cache"),
+         "Native backend: the allreduce cost model (alpha-beta) at start-up: `cache` loads it "
+         "from `comm.cost_model_cache` and measures (then saves) it only when absent, "
+         "`always` measures and saves, `off` keeps the transport's defaults.",
+         "",
+         {"off", "cache", "always"}});
+  r.add({"comm.cost_model_cache", T::kString, std::string(""),
+         "File of measured cost models, one entry per world size, transport mix and host "
+         "layout. Empty: `~/.cache/cohort/cost_model.json`."});
+}
+
+void add_comm_run_keys(ConfigRegistry& r) {
+  r.add({"comm.timeout_s",
+         T::kFloat,
+         300.0,
+         "Deadline of every collective and of the rendezvous (a dead or stalled peer becomes an "
+         "error naming it after this long).",
+         "",
+         {},
+         0.1});
+  r.add({"comm.bind_address", T::kString, std::string("127.0.0.1"),
+         "Address the data listener binds. Loopback unless told otherwise; multi-host jobs "
+         "set this host's address (or 0.0.0.0 with comm.advertise_address)."});
+  r.add({"comm.advertise_address", T::kString, std::string(""),
+         "Address published to peers; empty: comm.bind_address."});
+  add_comm_backend_keys(r);
+}
+
+void add_ddp_keys(ConfigRegistry& r) {
+  r.add({"ddp.bucket_mb",
+         T::kFloat,
+         25.0,
+         "Gradient bucket size in MiB (PyTorch's bucket_cap_mb).",
+         "",
+         {},
+         0.001});
+  r.add({"ddp.first_bucket_mb",
+         T::kFloat,
+         1.0,
+         "Size of the first bucket in MiB: small, so communication starts early in backward.",
+         "",
+         {},
+         0.001});
+  r.add({"ddp.find_unused_parameters", T::kBool, false,
+         "Tolerate parameters that get no gradient (counted as zero) instead of failing."});
+  r.add({"ddp.check_every",
+         T::kInt,
+         int64_t(0),
+         "Debug: every N steps hash the parameters on every rank and name any rank that "
+         "diverged. 0: off.",
+         "",
+         {},
+         0.0});
+}
+
+void add_ckpt_keys(ConfigRegistry& r) {
+  r.add({"ckpt.enabled", T::kBool, true,
+         "Write checkpoints (at the end of every epoch, of training, and every "
+         "ckpt.every_steps)."});
+  r.add({"ckpt.every_steps",
+         T::kInt,
+         int64_t(0),
+         "Also checkpoint every N steps. 0: only at epoch ends and the end.",
+         "",
+         {},
+         0.0});
+  r.add({"ckpt.dir", T::kString, std::string(""),
+         "Checkpoint directory; empty: <run dir>/checkpoints."});
+  r.add({"ckpt.keep", T::kInt, int64_t(3), "Newest checkpoints kept; 0 keeps all.", "", {}, 0.0});
+  r.add({"ckpt.async", T::kBool, true,
+         "Write checkpoints on a background thread so training does not stall."});
+  r.add({"run.resume", T::kString, std::string(""),
+         "`auto`: continue from the newest checkpoint that verifies (fresh start if none); a "
+         "path: that checkpoint directory; empty: fresh start. A restarted worker "
+         "(`--max-restarts`) always resumes automatically."});
+}
+
+void add_fault_keys(ConfigRegistry& r) {
+  r.add({"fault.kill_rank",
+         T::kInt,
+         int64_t(-1),
+         "Fault injection (tests): the rank that kills itself with SIGKILL; -1: none.",
+         "",
+         {},
+         -1.0});
+  r.add({"fault.kill_at_step",
+         T::kInt,
+         int64_t(0),
+         "Fault injection: fault.kill_rank dies right after this step, on the first attempt "
+         "only (a restarted job runs on).",
+         "",
+         {},
+         0.0});
+}
+
+}  // namespace
+
+void add_distributed_keys(ConfigRegistry& r) {
+  add_comm_run_keys(r);
+  add_ddp_keys(r);
+  add_ckpt_keys(r);
+  add_fault_keys(r);
+}
+
+}  // namespace cohort::train

@@ -1,0 +1,143 @@
+// Trainer::run: the run directory, resume, checkpoints, and the end-of-run summary.
+#include <cstdio>
+#include <filesystem>
+
+#include "cohort/autograd/node.h"
+#include "cohort/core/logging.h"
+#include "cohort/core/thread_pool.h"
+#include "cohort/nn/models/gpt.h"
+#include "cohort/train/checkpointing.h"
+#include "cohort/train/progress.h"
+#include "cohort/train/scaling_baseline.h"
+#include "cohort/train/trainer_state.h"
+
+namespace cohort::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::unique_ptr<ckpt::CheckpointManager> make_checkpoints(const Config& cfg,
+                                                          const std::string& run_dir) {
+  std::string dir = cfg.get_string("ckpt.dir");
+  if (dir.empty()) dir = (fs::path(run_dir) / "checkpoints").string();
+  return std::make_unique<ckpt::CheckpointManager>(ckpt::ManagerOptions{
+      .dir = dir, .keep = int(cfg.get_int("ckpt.keep")), .async = cfg.get_bool("ckpt.async")});
+}
+
+// A fresh run must never resume, after a restart, from checkpoints an earlier run left in the
+// same directory: the chief clears them (saying so) before training starts.
+void clear_stale_checkpoints(const ckpt::CheckpointManager& m) {
+  std::vector<std::string> old = m.list();
+  if (old.empty()) return;
+  for (const std::string& d : old) fs::remove_all(d);
+  std::printf(
+      "cohort train: starting fresh; removed %zu checkpoint(s) of an earlier run in %s "
+      "(pass --resume auto to continue a run)\n",
+      old.size(), m.dir().c_str());
+}
+
+std::string metrics_path(const Trainer::State& s) {
+  std::string name =
+      s.world->is_chief() ? "metrics.jsonl" : detail::str("metrics.rank", s.world->rank, ".jsonl");
+  return (fs::path(s.run_dir) / name).string();
+}
+
+void print_start(const Trainer::State& s) {
+  std::string workers = s.world->size > 1 ? detail::str(", ", s.world->size, " workers (",
+                                                        s.world->group->backend_name(), ")")
+                                          : "";
+  std::printf("cohort train: %s, %ld parameters, %ld steps, %d thread(s)%s, run dir %s\n",
+              s.cfg.get_string("model.type").c_str(), long(s.model->num_parameters()),
+              long(s.total_steps), num_threads(), workers.c_str(), s.run_dir.c_str());
+}
+
+}  // namespace
+
+void Trainer::start_run() {
+  State& s = *s_;
+  bool chief = s.world->is_chief();
+  s.run_dir = make_run_dir(s.cfg, chief);
+  s.log = std::make_unique<MetricsLog>(metrics_path(s));
+  s.ckpt = make_checkpoints(s.cfg, s.run_dir);
+  std::optional<ckpt::CheckpointData> d = find_resume_checkpoint(s);
+  if (d) {
+    s.resume_pos = s.pos = restore_checkpoint(s, *d);
+    s.start_step = s.last_saved_step = s.step;
+    if (chief)
+      std::printf("cohort train: resumed from step %ld (epoch %ld, batch %ld) in %s\n",
+                  long(s.step), long(s.resume_pos.epoch), long(s.resume_pos.batch_in_epoch),
+                  s.ckpt->dir().c_str());
+  } else if (chief && s.cfg.get_bool("ckpt.enabled")) {
+    clear_stale_checkpoints(*s.ckpt);
+  }
+  if (s.world->distributed()) s.world->group->barrier();  // nobody saves before all resumed
+}
+
+void Trainer::save_checkpoint() {
+  State& s = *s_;
+  if (!s.world->is_chief() || !s.cfg.get_bool("ckpt.enabled")) return;
+  if (s.step == s.last_saved_step) return;
+  s.ckpt->save(capture_checkpoint(s, s.pos));
+  s.last_saved_step = s.step;
+}
+
+TrainSummary Trainer::run() {
+  State& s = *s_;
+  start_run();
+  s.start = Clock::now();
+  s.log->write(nlohmann::json{{"event", "start"},
+                              {"model", s.cfg.get_string("model.type")},
+                              {"parameters", s.model->num_parameters()},
+                              {"total_steps", s.total_steps},
+                              {"start_step", s.step},
+                              {"rank", s.world->rank},
+                              {"workers", s.world->size},
+                              {"threads", num_threads()}});
+  if (s.world->is_chief()) print_start(s);
+  std::string mode = s.world->is_chief() ? s.cfg.get_string("run.progress") : "none";
+  Progress p(progress_mode(mode), s.total_steps, s.cfg.get_int("run.log_every"));
+  p.set_time_limit(s.cfg.get_float("train.time_limit_s"));
+  if (s.data.is_text) {
+    run_text(p);
+  } else {
+    run_epochs(p);
+  }
+  p.finish();
+  save_checkpoint();
+  if (s.ckpt) s.ckpt->wait();
+  TrainSummary sum = finish_summary();
+  if (s.world->distributed()) s.world->group->barrier();  // rank 0 may host the store
+  return sum;
+}
+
+TrainSummary Trainer::finish_summary() {
+  State& s = *s_;
+  TrainSummary sum;
+  sum.steps = s.step;
+  sum.train_seconds = s.train_seconds;
+  sum.workers = s.world->size;
+  sum.samples_per_s = double(s.samples) * sum.workers / std::max(s.train_seconds, 1e-9);
+  sum.comm_hidden = s.metrics.hidden_share();
+  sum.eval = s.last_eval;
+  sum.run_dir = s.run_dir;
+  if (s.world->is_chief()) sum.scaling_efficiency = record_or_compare_scaling(s, sum);
+  int64_t n = s.cfg.get_int("train.sample_bytes");
+  if (auto* gpt = dynamic_cast<nn::GPT*>(s.model.get()); gpt && n > 0 && s.world->is_chief()) {
+    autograd::NoGradGuard ng;
+    gpt->eval();
+    nn::GenerateOptions g;
+    g.max_new_tokens = n;
+    g.temperature = s.cfg.get_float("train.sample_temperature");
+    g.seed = uint64_t(s.cfg.get_int("run.seed"));
+    sum.sample = gpt->generate(s.cfg.get_string("train.sample_prompt"), g);
+    std::printf("--- sample ---\n%s\n--------------\n", sum.sample.c_str());
+  }
+  write_summary(s, sum, seconds_since(s.start));
+  return sum;
+}
+
+}  // namespace cohort::train

@@ -1,0 +1,190 @@
+// `cohort train --workers N` end to end, with real processes: data-parallel training, exact
+// resume after a crash, restarts after a killed worker, a clean failure without restarts, and
+// a corrupt checkpoint skipped on resume.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/e2e/run_cli.h"
+
+namespace fs = std::filesystem;
+using cohort::testing::CliResult;
+using cohort::testing::run_cli;
+
+namespace {
+
+// A small, fast job: synthetic 784-feature data, the default MLP, one thread per worker,
+// metrics every step.
+std::string job(const fs::path& dir, const std::string& name) {
+  return "train /dev/null --set data.dataset=synthetic --set data.synthetic_samples=1024"
+         " --set data.batch_size=32 --set run.threads=1 --set run.log_every=1"
+         " --set run.progress=plain --set comm.timeout_s=30 --set run.dir=" +
+         dir.string() + " --set run.name=" + name;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("cohort_ddp_e2e_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The newest complete checkpoint directory of a run.
+fs::path newest_checkpoint(const fs::path& run) {
+  fs::path best;
+  for (auto& e : fs::directory_iterator(run / "checkpoints")) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && (best.empty() || n > best.filename().string())) best = e.path();
+  }
+  return best;
+}
+
+// step -> loss of the metrics file; a resumed run appends, so the last record of a step wins.
+std::map<int64_t, double> step_losses(const fs::path& metrics) {
+  std::map<int64_t, double> out;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == "step") out[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  return out;
+}
+
+bool contains(const CliResult& r, const std::string& s) {
+  return r.output.find(s) != std::string::npos;
+}
+
+// Processes whose command line mentions `needle` (a test's unique directory).
+int processes_mentioning(const std::string& needle) {
+  int n = 0;
+  DIR* d = opendir("/proc");
+  while (dirent* e = readdir(d)) {
+    if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    if (std::atoi(e->d_name) == getpid()) continue;
+    std::string cmd = read_bytes(fs::path("/proc") / e->d_name / "cmdline");
+    if (cmd.find(needle) != std::string::npos) ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+}  // namespace
+
+TEST(DdpTrain, TwoWorkersTrainAndReportCommunication) {
+  fs::path d = fresh_dir("two");
+  CliResult r = run_cli(job(d, "two") + " --workers 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r, "[rank 0]")) << r.output;
+  EXPECT_TRUE(contains(r, "2 workers (native)")) << r.output;
+  EXPECT_TRUE(contains(r, "hidden behind backward")) << r.output;
+  // Every rank records its own step timings and traffic.
+  auto last = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::string line, prev;
+    while (std::getline(in, line)) prev = line;
+    return nlohmann::json::parse(prev);
+  };
+  for (const char* f : {"metrics.jsonl", "metrics.rank1.jsonl"}) {
+    nlohmann::json s = last(d / "two" / f);
+    EXPECT_EQ(s["event"], "summary") << f;
+    EXPECT_EQ(s["steps"], 16) << f;  // 1024 samples / 2 workers / batch 32
+    EXPECT_GT(s["bytes_sent"].get<double>(), 0) << f;
+    EXPECT_GT(s["comm_ms"].get<double>(), 0) << f;
+    EXPECT_TRUE(s.contains("exposed_comm_ms")) << f;
+  }
+}
+
+// A crash (SIGKILL after step 45) and `--resume auto` give the same losses and the same final
+// parameters, bit for bit, as an uninterrupted run.
+TEST(DdpTrain, ResumeAfterCrashIsExact) {
+  fs::path d = fresh_dir("resume");
+  std::string common = " --set train.epochs=2 --set ckpt.every_steps=10";
+  CliResult full = run_cli(job(d, "full") + common);
+  ASSERT_EQ(full.status, 0) << full.output;
+  CliResult crash =
+      run_cli(job(d, "crash") + common + " --set fault.kill_rank=0 --set fault.kill_at_step=45");
+  ASSERT_EQ(crash.status, 128 + 9) << crash.output;
+  CliResult resumed = run_cli(job(d, "crash") + common + " --resume auto");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_TRUE(contains(resumed, "resumed from step")) << resumed.output;
+  EXPECT_EQ(step_losses(d / "full" / "metrics.jsonl"), step_losses(d / "crash" / "metrics.jsonl"));
+  fs::path a = newest_checkpoint(d / "full"), b = newest_checkpoint(d / "crash");
+  EXPECT_EQ(a.filename(), "step-0000000064");
+  EXPECT_EQ(b.filename(), a.filename());
+  EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
+  EXPECT_EQ(read_bytes(a / "optimizer.safetensors"), read_bytes(b / "optimizer.safetensors"));
+}
+
+// kill -9 of one worker mid-epoch; with --max-restarts 1 the job completes and ends with the
+// parameters of the uninterrupted run.
+TEST(DdpTrain, KilledWorkerIsRestartedAndResultIsExact) {
+  fs::path d = fresh_dir("restart");
+  std::string common = " --workers 2 --set train.epochs=2 --set ckpt.every_steps=5";
+  CliResult full = run_cli(job(d, "full") + common);
+  ASSERT_EQ(full.status, 0) << full.output;
+  CliResult killed =
+      run_cli(job(d, "killed") + common +
+              " --max-restarts 1 --set fault.kill_rank=1 --set fault.kill_at_step=12");
+  ASSERT_EQ(killed.status, 0) << killed.output;
+  EXPECT_TRUE(contains(killed, "restarting")) << killed.output;
+  EXPECT_TRUE(contains(killed, "resumed from step")) << killed.output;
+  fs::path a = newest_checkpoint(d / "full"), b = newest_checkpoint(d / "killed");
+  EXPECT_EQ(a.filename(), b.filename());
+  EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
+}
+
+// Without restarts every process ends, non-zero, well within the deadline, and the launcher
+// names the dead rank.
+TEST(DdpTrain, KilledWorkerWithoutRestartsFailsCleanly) {
+  fs::path d = fresh_dir("norestart");
+  auto t0 = std::chrono::steady_clock::now();
+  CliResult r =
+      run_cli(job(d, "x") + " --workers 2 --set fault.kill_rank=1 --set fault.kill_at_step=5");
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r, "rank 1")) << r.output;
+  EXPECT_TRUE(contains(r, "signal 9")) << r.output;
+  EXPECT_LT(secs, 30.0);
+  EXPECT_EQ(processes_mentioning(d.string()), 0);
+}
+
+TEST(DdpTrain, CorruptNewestCheckpointIsSkippedOnResume) {
+  fs::path d = fresh_dir("corrupt");
+  CliResult first = run_cli(job(d, "c") + " --set ckpt.every_steps=10 --set ckpt.keep=3");
+  ASSERT_EQ(first.status, 0) << first.output;
+  fs::path newest = newest_checkpoint(d / "c");
+  ASSERT_EQ(newest.filename(), "step-0000000032");
+  {  // flip the bits of the last byte of the weights
+    std::fstream f(newest / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    char c = char(f.get());
+    f.seekp(-1, std::ios::end);
+    f.put(char(~c));
+  }
+  CliResult again = run_cli(job(d, "c") + " --set train.epochs=2 --resume auto");
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_TRUE(contains(again, "step-0000000032")) << again.output;  // the warning names it
+  EXPECT_TRUE(contains(again, "resumed from step 30")) << again.output;
+  EXPECT_TRUE(contains(again, "done: 64 steps")) << again.output;
+}
+
+TEST(DdpTrain, MaxRestartsWithoutWorkersIsAnError) {
+  CliResult r = run_cli("train /dev/null --max-restarts 1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(contains(r, "--max-restarts needs --workers")) << r.output;
+}

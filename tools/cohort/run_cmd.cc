@@ -1,0 +1,55 @@
+// `cohort run -n N [--nnodes M --node-rank I --master ADDR:PORT] [--max-restarts K] [--no-tag]
+//  -- PROGRAM ARGS...`: the torchrun of cohort (cohort/launch/launcher.h does the work).
+// Everything from PROGRAM on is the worker's command line, options included.
+#include <cstdio>
+#include <memory>
+
+#include "cohort/launch/launcher.h"
+#include "tools/cohort/commands.h"
+
+namespace cohort::cli {
+namespace {
+
+struct RunCmdOptions {
+  launch::LaunchOptions launch;
+  bool no_tag = false;
+  double stop_grace_s = 5.0;
+};
+
+int run_launch(RunCmdOptions& o) {
+  o.launch.tag_output = !o.no_tag;
+  o.launch.stop_grace =
+      std::chrono::milliseconds(static_cast<long long>(o.stop_grace_s * 1000.0 + 0.5));
+  launch::LaunchResult r = launch::run(o.launch);
+  if (r.exit_code != 0) std::fprintf(stderr, "cohort run: %s\n", r.message.c_str());
+  return r.exit_code;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, Handlers& h) {
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Launch N copies of a program with the COHORT_* rendezvous environment (torchrun)");
+  auto o = std::make_shared<RunCmdOptions>();
+  cmd->add_option("-n,--nproc-per-node", o->launch.nproc_per_node, "Workers on this node")
+      ->capture_default_str();
+  cmd->add_option("--nnodes", o->launch.nnodes, "Nodes in the job")->capture_default_str();
+  cmd->add_option("--node-rank", o->launch.node_rank, "This node's index, 0..nnodes-1")
+      ->capture_default_str();
+  cmd->add_option("--master", o->launch.master,
+                  "ADDR:PORT of the store, hosted by node 0 (required with --nnodes > 1; default: "
+                  "127.0.0.1 with a free port)");
+  cmd->add_option("--max-restarts", o->launch.max_restarts,
+                  "Restart all workers after a failure, up to K times (single node)")
+      ->capture_default_str();
+  cmd->add_option("--stop-grace", o->stop_grace_s,
+                  "Seconds between SIGTERM and SIGKILL when stopping workers")
+      ->capture_default_str();
+  cmd->add_flag("--no-tag", o->no_tag, "Do not prefix output lines with [rank R]");
+  cmd->add_option("command", o->launch.command, "PROGRAM ARGS... (after --)")->required();
+  // Everything after the first positional belongs to the program, even things like "-n 5".
+  cmd->positionals_at_end();
+  cmd->callback([&h, o] { h.run = [o] { return run_launch(*o); }; });
+}
+
+}  // namespace cohort::cli

@@ -71,15 +71,8 @@ void write_summary(const Trainer::State& s, const TrainSummary& sum, double wall
                    {"train_seconds", sum.train_seconds},
                    {"samples_per_s", sum.samples_per_s},
                    {"eval_loss", sum.eval.loss},
-                   {"wall_seconds", wall_seconds},
-                   {"data_ms", 1e3 * t.data_s / steps},
-                   {"forward_ms", 1e3 * t.forward_s / steps},
-                   {"backward_ms", 1e3 * t.backward_s / steps},
-                   {"optimizer_ms", 1e3 * t.optimizer_s / steps},
-                   {"comm_ms", 1e3 * t.comm_s / steps},
-                   {"exposed_comm_ms", 1e3 * t.exposed_s / steps},
-                   {"bytes_sent", t.bytes_sent},
-                   {"bytes_received", t.bytes_received}};
+                   {"wall_seconds", wall_seconds}};
+  j.update(per_step_json(t, s.metrics.run_steps()));
   if (sum.eval.accuracy >= 0) j["eval_accuracy"] = sum.eval.accuracy;
   if (sum.comm_hidden >= 0) j["comm_hidden"] = sum.comm_hidden;
   if (sum.scaling_efficiency >= 0) j["scaling_efficiency"] = sum.scaling_efficiency;

@@ -24,18 +24,21 @@ void StepMetrics::add(const StepTimes& t) {
   ++run_steps_;
 }
 
+nlohmann::json per_step_json(const StepTimes& t, int64_t steps) {
+  double n = double(std::max<int64_t>(steps, 1));
+  return nlohmann::json{{"data_ms", 1e3 * t.data_s / n},
+                        {"forward_ms", 1e3 * t.forward_s / n},
+                        {"backward_ms", 1e3 * t.backward_s / n},
+                        {"optimizer_ms", 1e3 * t.optimizer_s / n},
+                        {"exposed_comm_ms", 1e3 * t.exposed_s / n},
+                        {"comm_ms", 1e3 * t.comm_s / n},
+                        {"bytes_sent", t.bytes_sent},
+                        {"bytes_received", t.bytes_received}};
+}
+
 nlohmann::json StepMetrics::take_interval() {
-  double n = double(std::max<int64_t>(interval_steps_, 1));
-  const StepTimes& t = interval_;
-  nlohmann::json j{{"data_ms", 1e3 * t.data_s / n},
-                   {"forward_ms", 1e3 * t.forward_s / n},
-                   {"backward_ms", 1e3 * t.backward_s / n},
-                   {"optimizer_ms", 1e3 * t.optimizer_s / n},
-                   {"exposed_comm_ms", 1e3 * t.exposed_s / n},
-                   {"comm_ms", 1e3 * t.comm_s / n},
-                   {"bytes_sent", t.bytes_sent},
-                   {"bytes_received", t.bytes_received},
-                   {"steps", interval_steps_}};
+  nlohmann::json j = per_step_json(interval_, interval_steps_);
+  j["steps"] = interval_steps_;
   interval_ = {};
   interval_steps_ = 0;
   return j;

@@ -23,6 +23,9 @@ struct StepTimes {
   double total_s() const { return data_s + forward_s + backward_s + optimizer_s; }
 };
 
+// Per-step means (milliseconds) of `total` over `steps`, and its byte totals.
+nlohmann::json per_step_json(const StepTimes& total, int64_t steps);
+
 class StepMetrics {
  public:
   void add(const StepTimes& t);

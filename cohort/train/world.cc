@@ -12,13 +12,6 @@ namespace {
 
 using Millis = std::chrono::milliseconds;
 
-// Whether a launcher described a job in `env` (any of bootstrap.h's conventions).
-bool launched(const rendezvous::EnvMap& env) {
-  for (const char* k : {"COHORT_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"})
-    if (env.count(k)) return true;
-  return false;
-}
-
 int env_int(const rendezvous::EnvMap& env, const char* key, int fallback) {
   auto it = env.find(key);
   if (it == env.end()) return fallback;
@@ -62,22 +55,18 @@ void calibrate(const Config& cfg, comm::Communicator& c, const rendezvous::EnvMa
 }
 
 std::shared_ptr<comm::ProcessGroup> native_group(const Config& cfg, TrainWorld& w,
-                                                 const rendezvous::WorldInfo& info,
                                                  const rendezvous::EnvMap& env) {
-  rendezvous::WorldStoreOptions so;
-  so.host = env_int(env, "COHORT_STORE_EXTERNAL", 0) ? rendezvous::StoreHost::kExternal
-                                                     : rendezvous::StoreHost::kRank0;
-  so.timeout = so.connect_timeout = comm_timeout(cfg);
-  w.store = rendezvous::connect_world_store(info, so);
-  comm::CommOptions co;
-  co.device.secret = info.secret;
-  co.device.bind_address = cfg.get_string("comm.bind_address");
-  co.device.advertise_address = cfg.get_string("comm.advertise_address");
-  co.timeout = co.connect_timeout = comm_timeout(cfg);
-  co.prefix = "train";
-  auto c = comm::Communicator::create(w.store.store, info.rank, info.world_size, co);
-  calibrate(cfg, *c, env);
-  return comm::make_process_group(std::move(c));
+  comm::JoinOptions o;
+  o.timeout = comm_timeout(cfg);
+  o.bind_address = cfg.get_string("comm.bind_address");
+  o.advertise_address = cfg.get_string("comm.advertise_address");
+  w.native = comm::join_world(env, o);
+  w.rank = w.native->rank;
+  w.size = w.native->size;
+  w.local_size = w.native->local_size;
+  if (w.size == 1) return nullptr;  // a job of one: no gradients to average
+  calibrate(cfg, *w.native->comm, env);
+  return w.native->group;
 }
 
 }  // namespace
@@ -92,12 +81,8 @@ std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvM
     w->local_size = env_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
     return w;
   }
-  if (!launched(env)) return w;
-  rendezvous::WorldInfo info = rendezvous::world_from_env(env);
-  w->rank = info.rank;
-  w->size = info.world_size;
-  w->local_size = info.local_world_size;
-  if (info.world_size > 1) w->group = native_group(cfg, *w, info, env);
+  if (!comm::launched(env)) return w;
+  w->group = native_group(cfg, *w, env);
   return w;
 }
 

@@ -10,10 +10,10 @@
 #include <memory>
 #include <string>
 
+#include "cohort/comm/init.h"
 #include "cohort/comm/process_group.h"
 #include "cohort/core/config.h"
 #include "cohort/rendezvous/bootstrap.h"
-#include "cohort/rendezvous/world_store.h"
 
 namespace cohort::train {
 
@@ -22,7 +22,7 @@ struct TrainWorld {
   int size = 1;
   int local_size = 1;
   int restart_count = 0;  // COHORT_RESTART_COUNT: attempts before this one (`--max-restarts`)
-  rendezvous::WorldStore store;               // empty for a job of one and for MPI
+  std::unique_ptr<comm::World> native;        // native backend: store, communicator
   std::shared_ptr<comm::ProcessGroup> group;  // null for a job of one
   bool distributed() const { return group != nullptr; }
   bool is_chief() const { return rank == 0; }  // prints, evaluates, writes checkpoints

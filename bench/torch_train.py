@@ -55,44 +55,14 @@ for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[var] = str(ARGS.threads)
 
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
+from torch_models import CNN, MLP  # noqa: E402  (bench/, beside this script)
 
 torch.set_num_threads(ARGS.threads)
 torch.set_num_interop_threads(1)
 if ARGS.denormals == "flush" and not torch.set_flush_denormal(True):
     print("torch_train: this CPU cannot flush denormals", file=sys.stderr)
-
-
-class MLP(nn.Module):
-    def __init__(self, sizes=(784, 512, 256, 10)):
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
-
-    def forward(self, x):
-        h = x.flatten(1)
-        for i, layer in enumerate(self.layers):
-            h = layer(h)
-            if i + 1 < len(self.layers):
-                h = F.relu(h)
-        return h
-
-
-class CNN(nn.Module):
-    """Same layers as cohort/nn/models/cnn.h."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3)
-        self.conv2 = nn.Conv2d(32, 64, 3)
-        self.fc1 = nn.Linear(64 * 5 * 5, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        h = F.max_pool2d(F.relu(self.conv1(x)), 2)  # [N, 32, 13, 13]
-        h = F.max_pool2d(F.relu(self.conv2(h)), 2)  # [N, 64, 5, 5]
-        h = F.relu(self.fc1(h.flatten(1)))  # [N, 128]
-        return self.fc2(h)  # [N, 10]
 
 
 def load_batches(path, batch):

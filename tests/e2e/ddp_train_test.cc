@@ -188,3 +188,22 @@ TEST(DdpTrain, MaxRestartsWithoutWorkersIsAnError) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(contains(r, "--max-restarts needs --workers")) << r.output;
 }
+
+// Programs started by mpirun join through Open MPI's variables; comm.backend = "mpi" averages
+// gradients with MPI_Allreduce. Two ranks: the same parameters, bit for bit, as the native
+// backend (a sum of two values does not depend on the order).
+TEST(DdpTrain, MpirunWithTheMpiBackendMatchesTheNativeBackend) {
+  if (access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "mpirun not installed (openmpi-bin)";
+  fs::path d = fresh_dir("mpi");
+  CliResult native = run_cli(job(d, "native") + " --workers 2");
+  ASSERT_EQ(native.status, 0) << native.output;
+  std::string cmd = "timeout -k 5 120 /usr/bin/mpirun --allow-run-as-root --oversubscribe -n 2 " +
+                    std::string(COHORT_BIN) + " " + job(d, "mpi") + " --set comm.backend=mpi";
+  CliResult mpi = cohort::testing::run_shell(cmd);
+  if (contains(mpi, "built without MPI")) GTEST_SKIP() << "cohort was built without MPI";
+  ASSERT_EQ(mpi.status, 0) << mpi.output;
+  EXPECT_TRUE(contains(mpi, "2 workers (mpi)")) << mpi.output;
+  fs::path a = newest_checkpoint(d / "native"), b = newest_checkpoint(d / "mpi");
+  EXPECT_EQ(a.filename(), b.filename());
+  EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
+}

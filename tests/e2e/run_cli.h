@@ -14,8 +14,9 @@ struct CliResult {
   std::string output;  // stdout and stderr together
 };
 
-inline CliResult run_cli(const std::string& args) {
-  std::string cmd = std::string(COHORT_BIN) + " " + args + " 2>&1";
+// Runs a shell command line, capturing stdout and stderr together.
+inline CliResult run_shell(const std::string& command) {
+  std::string cmd = command + " 2>&1";
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -25,6 +26,10 @@ inline CliResult run_cli(const std::string& args) {
   int st = pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return r;
+}
+
+inline CliResult run_cli(const std::string& args) {
+  return run_shell(std::string(COHORT_BIN) + " " + args);
 }
 
 }  // namespace cohort::testing

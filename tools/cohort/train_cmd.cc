@@ -54,7 +54,8 @@ void add_train_command(CLI::App& app, Handlers& h) {
   cmd->add_option("--workers", a->workers,
                   "Launch N data-parallel workers on this machine (like torchrun "
                   "--nproc-per-node N)")
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, 1024))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // scripts/main-job.sh --workers 4
   cmd->add_option("--resume", a->resume,
                   "`auto`: continue from the newest checkpoint that verifies; or a checkpoint "
                   "directory (sets run.resume)");

@@ -7,15 +7,16 @@
 #include <filesystem>
 
 #include "tests/ckpt/ckpt_test_util.h"
+#include "tests/support/files.h"
 
 namespace cohort::ckpt {
 namespace {
 namespace fs = std::filesystem;
+using cohort::testing::read_bytes;
+using cohort::testing::TempDir;
+using cohort::testing::write_bytes;
 using testing::patterned;
-using testing::read_bytes;
 using testing::same_tensors;
-using testing::TempDir;
-using testing::write_bytes;
 
 CheckpointData make_data(int64_t step) {
   CheckpointData d;
@@ -45,7 +46,7 @@ std::string base(const std::string& path) {
 
 TEST(CheckpointManager, SaveFiveKeepThreeAndResumeBitExact) {
   TempDir tmp;
-  CheckpointManager mgr({.dir = tmp / "ckpt", .keep = 3, .async = true});
+  CheckpointManager mgr({.dir = tmp.file("ckpt"), .keep = 3, .async = true});
   for (int64_t s = 1; s <= 5; ++s) mgr.save(make_data(s * 10));
   mgr.wait();
   auto dirs = mgr.list();
@@ -61,7 +62,7 @@ TEST(CheckpointManager, SaveFiveKeepThreeAndResumeBitExact) {
 
 TEST(CheckpointManager, KeepZeroKeepsAllAndEmptyDirLoadsNothing) {
   TempDir tmp;
-  CheckpointManager mgr({.dir = tmp / "ckpt", .keep = 0, .async = false});
+  CheckpointManager mgr({.dir = tmp.file("ckpt"), .keep = 0, .async = false});
   EXPECT_FALSE(mgr.load_latest().has_value());
   for (int64_t s = 1; s <= 4; ++s) mgr.save(make_data(s));
   EXPECT_EQ(mgr.list().size(), 4u);
@@ -69,7 +70,7 @@ TEST(CheckpointManager, KeepZeroKeepsAllAndEmptyDirLoadsNothing) {
 
 TEST(CheckpointManager, CorruptNewestFallsBackToPreviousAndWarns) {
   TempDir tmp;
-  CheckpointManager mgr({.dir = tmp / "ckpt", .keep = 3, .async = false});
+  CheckpointManager mgr({.dir = tmp.file("ckpt"), .keep = 3, .async = false});
   for (int64_t s = 1; s <= 3; ++s) mgr.save(make_data(s));
   const std::string bad = mgr.list().back() + "/model.safetensors";
   std::string bytes = read_bytes(bad);
@@ -91,7 +92,7 @@ TEST(CheckpointManager, CorruptNewestFallsBackToPreviousAndWarns) {
 
 TEST(CheckpointManager, LeftoversFromCrashesAreIgnoredAndCleaned) {
   TempDir tmp;
-  const std::string dir = tmp / "ckpt";
+  const std::string dir = tmp.file("ckpt");
   CheckpointManager mgr({.dir = dir, .keep = 3, .async = false});
   mgr.save(make_data(1));
   mgr.save(make_data(2));
@@ -115,7 +116,7 @@ TEST(CheckpointManager, LeftoversFromCrashesAreIgnoredAndCleaned) {
 
 TEST(CheckpointManager, ResaveOfSameStepReplacesIt) {
   TempDir tmp;
-  CheckpointManager mgr({.dir = tmp / "ckpt", .keep = 3, .async = true});
+  CheckpointManager mgr({.dir = tmp.file("ckpt"), .keep = 3, .async = true});
   mgr.save(make_data(7));
   CheckpointData again = make_data(7);
   again.state["epoch"] = 99;
@@ -127,7 +128,7 @@ TEST(CheckpointManager, ResaveOfSameStepReplacesIt) {
 
 TEST(CheckpointManager, AsyncSaveSnapshotsTheTensors) {
   TempDir tmp;
-  CheckpointManager mgr({.dir = tmp / "ckpt", .keep = 3, .async = true});
+  CheckpointManager mgr({.dir = tmp.file("ckpt"), .keep = 3, .async = true});
   CheckpointData d = make_data(5);
   // A strided view too: the snapshot must be a copy of its logical contents.
   d.model.emplace_back("fc1.weight.T", d.model[0].second.as_strided({4, 8}, {1, 4}, 0));
@@ -145,7 +146,7 @@ TEST(CheckpointManager, AsyncSaveSnapshotsTheTensors) {
 
 TEST(CheckpointManager, BackgroundErrorIsRethrownByWait) {
   TempDir tmp;
-  const std::string parent = tmp / "parent";
+  const std::string parent = tmp.file("parent");
   const std::string dir = parent + "/ckpt";
   CheckpointManager mgr({.dir = dir, .keep = 3, .async = true});
   fs::remove_all(parent);
@@ -162,7 +163,7 @@ TEST(CheckpointManager, BackgroundErrorIsRethrownByWait) {
 
 TEST(CheckpointManager, BackgroundErrorIsRethrownByNextSave) {
   TempDir tmp;
-  const std::string parent = tmp / "parent";
+  const std::string parent = tmp.file("parent");
   CheckpointManager mgr({.dir = parent + "/ckpt", .keep = 3, .async = true});
   fs::remove_all(parent);
   write_bytes(parent, "x");
@@ -172,7 +173,7 @@ TEST(CheckpointManager, BackgroundErrorIsRethrownByNextSave) {
 
 TEST(CheckpointManager, BadInputsAndMissingFiles) {
   TempDir tmp;
-  CheckpointManager mgr({.dir = tmp / "ckpt", .keep = 3, .async = true});
+  CheckpointManager mgr({.dir = tmp.file("ckpt"), .keep = 3, .async = true});
   CheckpointData d = make_data(1);
   d.model.push_back(d.model[0]);
   EXPECT_THROW(mgr.save(d), InvalidArgument);  // duplicate name, caught before the thread
@@ -187,7 +188,7 @@ TEST(CheckpointManager, BadInputsAndMissingFiles) {
     EXPECT_NE(std::string(e.what()).find("missing file " + step + "/state.json"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(CheckpointManager({.dir = tmp / "f/x", .keep = -1}), InvalidArgument);
+  EXPECT_THROW(CheckpointManager({.dir = tmp.file("f/x"), .keep = -1}), InvalidArgument);
 }
 
 }  // namespace

@@ -1,47 +1,13 @@
 #pragma once
-// Shared helpers for tests/ckpt: a temporary directory, raw file access, bitwise comparison.
+// Shared helpers for tests/ckpt: bitwise tensor comparison and patterned tensors (temporary
+// directories and raw file access are in tests/support/files.h).
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <string>
 
 #include "cohort/ckpt/safetensors.h"
 
 namespace cohort::ckpt::testing {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "cohort_ckpt_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-    EXPECT_FALSE(path_.empty()) << "mkdtemp failed";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-inline std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-inline void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), std::streamsize(bytes.size()));
-}
 
 // Same dtype, shape and bytes (NaN payloads and -0.0 included).
 inline ::testing::AssertionResult bitwise_equal(const Tensor& a, const Tensor& b) {

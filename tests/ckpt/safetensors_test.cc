@@ -8,15 +8,16 @@
 #include <filesystem>
 
 #include "tests/ckpt/ckpt_test_util.h"
+#include "tests/support/files.h"
 
 namespace cohort::ckpt {
 namespace {
+using cohort::testing::read_bytes;
+using cohort::testing::TempDir;
+using cohort::testing::write_bytes;
 using testing::bitwise_equal;
 using testing::patterned;
-using testing::read_bytes;
 using testing::same_tensors;
-using testing::TempDir;
-using testing::write_bytes;
 
 TEST(Safetensors, RoundTripEveryDtypeScalarAndEmpty) {
   TempDir tmp;
@@ -28,7 +29,7 @@ TEST(Safetensors, RoundTripEveryDtypeScalarAndEmpty) {
       {"empty", patterned({0, 3}, DType::f32, 9)}, {"last", patterned({1, 1, 2}, DType::i64, 10)},
   };
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", "42"}};
-  const std::string path = tmp / "all.safetensors";
+  const std::string path = tmp.file("all.safetensors");
   write_safetensors(path, in, meta);
   std::map<std::string, std::string> got_meta = {{"stale", "entry"}};
   NamedTensors out = read_safetensors(path, &got_meta);
@@ -40,11 +41,11 @@ TEST(Safetensors, RoundTripEveryDtypeScalarAndEmpty) {
 
 TEST(Safetensors, NoMetadataGivesEmptyMap) {
   TempDir tmp;
-  write_safetensors(tmp / "a.st", {{"x", patterned({2}, DType::u8, 0)}});
+  write_safetensors(tmp.file("a.st"), {{"x", patterned({2}, DType::u8, 0)}});
   std::map<std::string, std::string> meta = {{"old", "x"}};
-  read_safetensors(tmp / "a.st", &meta);
+  read_safetensors(tmp.file("a.st"), &meta);
   EXPECT_TRUE(meta.empty());
-  EXPECT_EQ(read_bytes(tmp / "a.st").find("__metadata__"), std::string::npos);
+  EXPECT_EQ(read_bytes(tmp.file("a.st")).find("__metadata__"), std::string::npos);
 }
 
 TEST(Safetensors, NonContiguousWrittenContiguousBitExact) {
@@ -52,8 +53,8 @@ TEST(Safetensors, NonContiguousWrittenContiguousBitExact) {
   // i64 values above 2^53 would be corrupted by any float round trip.
   Tensor base = from_vector_i64({(1ll << 60) + 1, 2, 3, (1ll << 62) + 7, 5, -6}, {2, 3});
   Tensor t = base.as_strided({3, 2}, {1, 3}, 0);  // the transpose
-  write_safetensors(tmp / "t.st", {{"t", t}});
-  NamedTensors out = read_safetensors(tmp / "t.st");
+  write_safetensors(tmp.file("t.st"), {{"t", t}});
+  NamedTensors out = read_safetensors(tmp.file("t.st"));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].second.shape(), (Shape{3, 2}));
   EXPECT_EQ(out[0].second.to_vector<int64_t>(),
@@ -64,7 +65,7 @@ TEST(Safetensors, ExactBytesOfATinyFile) {
   TempDir tmp;
   Tensor b = empty({}, DType::u8);
   *b.data<uint8_t>() = 7;
-  write_safetensors(tmp / "tiny.st", {{"a", from_vector({1.0f, -2.0f}, {2})}, {"b", b}},
+  write_safetensors(tmp.file("tiny.st"), {{"a", from_vector({1.0f, -2.0f}, {2})}, {"b", b}},
                     {{"k", "v"}});
   // 130 bytes of JSON + 6 spaces = 136 = 0x88; then 1.0f, -2.0f (LE), then the u8 7.
   const std::string json =
@@ -73,22 +74,22 @@ TEST(Safetensors, ExactBytesOfATinyFile) {
   const std::string expected = std::string("\x88\0\0\0\0\0\0\0", 8) + json +
                                std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0\x07", 9);
   EXPECT_EQ(json.size(), 136u);
-  EXPECT_EQ(read_bytes(tmp / "tiny.st"), expected);
+  EXPECT_EQ(read_bytes(tmp.file("tiny.st")), expected);
 }
 
 TEST(Safetensors, BadNamesAreInvalidArgument) {
   TempDir tmp;
   Tensor x = zeros({2});
-  EXPECT_THROW(write_safetensors(tmp / "d.st", {{"x", x}, {"x", x}}), InvalidArgument);
-  EXPECT_THROW(write_safetensors(tmp / "e.st", {{"", x}}), InvalidArgument);
-  EXPECT_THROW(write_safetensors(tmp / "m.st", {{"__metadata__", x}}), InvalidArgument);
-  EXPECT_THROW(write_safetensors(tmp / "u.st", {{"u", Tensor()}}), InvalidArgument);
-  EXPECT_FALSE(std::filesystem::exists(tmp / "d.st"));  // checked before the file is created
+  EXPECT_THROW(write_safetensors(tmp.file("d.st"), {{"x", x}, {"x", x}}), InvalidArgument);
+  EXPECT_THROW(write_safetensors(tmp.file("e.st"), {{"", x}}), InvalidArgument);
+  EXPECT_THROW(write_safetensors(tmp.file("m.st"), {{"__metadata__", x}}), InvalidArgument);
+  EXPECT_THROW(write_safetensors(tmp.file("u.st"), {{"u", Tensor()}}), InvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("d.st")));  // checked before the file is created
 }
 
 TEST(Safetensors, WriteIntoMissingDirectoryNamesPath) {
   TempDir tmp;
-  const std::string path = tmp / "no/such/dir/x.st";
+  const std::string path = tmp.file("no/such/dir/x.st");
   try {
     write_safetensors(path, {{"x", zeros({1})}});
     FAIL() << "expected IoError";
@@ -109,11 +110,11 @@ TEST(Safetensors, NumpyReaderGetsSameValues) {
   Tensor h = empty({2}, DType::f16);
   h.data<Float16>()[0] = Float16(0.5f);
   h.data<Float16>()[1] = Float16(-8.0f);
-  write_safetensors(tmp / "py.st", {{"w", from_vector({1.25f, -2.5f, 3.0f, 4.5f}, {2, 2})},
-                                    {"n", from_vector_i64({-7, 1ll << 40}, {2})},
-                                    {"h", h},
-                                    {"bf", bf}});
-  write_bytes(tmp / "read.py", R"PY(
+  write_safetensors(tmp.file("py.st"), {{"w", from_vector({1.25f, -2.5f, 3.0f, 4.5f}, {2, 2})},
+                                        {"n", from_vector_i64({-7, 1ll << 40}, {2})},
+                                        {"h", h},
+                                        {"bf", bf}});
+  write_bytes(tmp.file("read.py"), R"PY(
 import json, struct, sys
 import numpy as np
 DT = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I32": "<i4", "I64": "<i8", "U8": "u1", "BF16": "<u2"}
@@ -132,7 +133,7 @@ for name, info in header.items():
     out.append(name + "=" + ",".join(repr(x.item()) for x in a.flatten()))
 print(";".join(sorted(out)))
 )PY");
-  const std::string cmd = "/usr/bin/python3 " + (tmp / "read.py") + " " + (tmp / "py.st");
+  const std::string cmd = "/usr/bin/python3 " + tmp.file("read.py") + " " + tmp.file("py.st");
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   char buf[1024];
@@ -163,7 +164,7 @@ void expect_io_error(const std::string& path, const std::string& problem) {
 
 TEST(SafetensorsCorrupt, Truncated) {
   TempDir tmp;
-  const std::string path = tmp / "t.st";
+  const std::string path = tmp.file("t.st");
   write_safetensors(path, {{"a", zeros({4})}, {"b", zeros({4})}});
   std::string bytes = read_bytes(path);
   write_bytes(path, bytes.substr(0, bytes.size() - 3));
@@ -174,7 +175,7 @@ TEST(SafetensorsCorrupt, Truncated) {
 
 TEST(SafetensorsCorrupt, HeaderLengthBeyondFile) {
   TempDir tmp;
-  const std::string path = tmp / "h.st";
+  const std::string path = tmp.file("h.st");
   write_safetensors(path, {{"a", zeros({4})}});
   std::string bytes = read_bytes(path);
   bytes[5] = '\x10';  // a header length of ~2^40
@@ -184,7 +185,7 @@ TEST(SafetensorsCorrupt, HeaderLengthBeyondFile) {
 
 TEST(SafetensorsCorrupt, BadJson) {
   TempDir tmp;
-  const std::string path = tmp / "j.st";
+  const std::string path = tmp.file("j.st");
   write_bytes(path, file_with_header(R"({"a":{"dtype":"F32",)", 0));
   expect_io_error(path, "header is not valid JSON");
   write_bytes(path, file_with_header(R"([1,2])", 0));
@@ -193,7 +194,7 @@ TEST(SafetensorsCorrupt, BadJson) {
 
 TEST(SafetensorsCorrupt, OverlappingOffsets) {
   TempDir tmp;
-  const std::string path = tmp / "o.st";
+  const std::string path = tmp.file("o.st");
   write_bytes(path, file_with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                                      R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                                      12));
@@ -202,7 +203,7 @@ TEST(SafetensorsCorrupt, OverlappingOffsets) {
 
 TEST(SafetensorsCorrupt, OffsetsOutOfRangeHoleAndWrongSize) {
   TempDir tmp;
-  const std::string path = tmp / "r.st";
+  const std::string path = tmp.file("r.st");
   write_bytes(path,
               file_with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", 8));
   expect_io_error(path, "tensor 'a': data_offsets [0, 16] out of range");
@@ -219,7 +220,7 @@ TEST(SafetensorsCorrupt, OffsetsOutOfRangeHoleAndWrongSize) {
 
 TEST(SafetensorsCorrupt, UnknownDtypeAndBadShape) {
   TempDir tmp;
-  const std::string path = tmp / "d.st";
+  const std::string path = tmp.file("d.st");
   write_bytes(path,
               file_with_header(R"({"a":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", 8));
   expect_io_error(path, "tensor 'a': unknown dtype 'Q7'");
@@ -230,7 +231,7 @@ TEST(SafetensorsCorrupt, UnknownDtypeAndBadShape) {
 
 TEST(SafetensorsCorrupt, MissingFileNamesPath) {
   TempDir tmp;
-  expect_io_error(tmp / "absent.st", "cannot open");
+  expect_io_error(tmp.file("absent.st"), "cannot open");
 }
 
 }  // namespace

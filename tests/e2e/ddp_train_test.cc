@@ -1,8 +1,11 @@
 // `cohort train --workers N` end to end, with real processes: data-parallel training, exact
 // resume after a crash, restarts after a killed worker, a clean failure without restarts, and
 // a corrupt checkpoint skipped on resume.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,12 +13,14 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <thread>
 
 #include "tests/e2e/run_cli.h"
+#include "tests/support/files.h"
 
 namespace fs = std::filesystem;
 using cohort::testing::CliResult;
+using cohort::testing::read_bytes;
 using cohort::testing::run_cli;
 
 namespace {
@@ -34,13 +39,6 @@ fs::path fresh_dir(const std::string& name) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
-}
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The newest complete checkpoint directory of a run.
@@ -204,6 +202,50 @@ TEST(DdpTrain, MpirunWithTheMpiBackendMatchesTheNativeBackend) {
   ASSERT_EQ(mpi.status, 0) << mpi.output;
   EXPECT_TRUE(contains(mpi, "2 workers (mpi)")) << mpi.output;
   fs::path a = newest_checkpoint(d / "native"), b = newest_checkpoint(d / "mpi");
+  EXPECT_EQ(a.filename(), b.filename());
+  EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
+}
+
+namespace {
+
+// A port the OS just handed out and took back: the tests' stand-in for a known master port.
+int free_loopback_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+// torchrun-style multi-node: one launcher per "node" (both on loopback here), joined through
+// node 0's store with a shared secret, trains to the same parameters as `--workers 2`.
+TEST(DdpTrain, TwoLaunchersAsTwoNodesMatchTwoLocalWorkers) {
+  fs::path d = fresh_dir("nodes");
+  CliResult local = run_cli(job(d, "local") + " --workers 2");
+  ASSERT_EQ(local.status, 0) << local.output;
+  std::string master = "127.0.0.1:" + std::to_string(free_loopback_port());
+  std::string secret(64, 'a');
+  CliResult node[2];
+  std::thread nodes[2];
+  for (int i = 0; i < 2; ++i) {
+    nodes[i] = std::thread([&, i] {
+      node[i] = cohort::testing::run_shell("COHORT_JOB_SECRET=" + secret + " timeout -k 5 120 " +
+                                           COHORT_BIN + " run --nnodes 2 --node-rank " +
+                                           std::to_string(i) + " --master " + master + " -n 1 -- " +
+                                           COHORT_BIN + " " + job(d, "nodes"));
+    });
+  }
+  for (auto& t : nodes) t.join();
+  ASSERT_EQ(node[0].status, 0) << node[0].output;
+  ASSERT_EQ(node[1].status, 0) << node[1].output;
+  EXPECT_TRUE(contains(node[0], "2 workers (native)")) << node[0].output;
+  fs::path a = newest_checkpoint(d / "local"), b = newest_checkpoint(d / "nodes");
   EXPECT_EQ(a.filename(), b.filename());
   EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
 }

@@ -1,6 +1,6 @@
 #pragma once
-// Helpers for tests/launch: a scratch directory, reading files the workers write, checking
-// that a process is gone, and running code in a forked child (for tests that need their own
+// Helpers for tests/launch: waiting for the files the workers write, checking that a process
+// is gone, and running code in a forked child (for tests that need their own
 // environment or must signal the launcher).
 #include <signal.h>
 #include <stdlib.h>
@@ -9,40 +9,14 @@
 
 #include <cerrno>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <functional>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "tests/support/files.h"
 
 namespace cohort::testing {
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "cohort_launch_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-inline std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 inline std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -54,7 +28,7 @@ inline bool wait_for_files(const std::vector<std::string>& paths,
                            std::chrono::milliseconds deadline = std::chrono::seconds(5)) {
   const auto end = std::chrono::steady_clock::now() + deadline;
   for (const auto& p : paths) {
-    while (trim(read_file(p).value_or("")).empty()) {
+    while (trim(read_bytes(p)).empty()) {
       if (std::chrono::steady_clock::now() > end) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -63,7 +37,7 @@ inline bool wait_for_files(const std::vector<std::string>& paths,
 }
 
 inline pid_t read_pid(const std::string& path) {
-  return static_cast<pid_t>(std::stol(trim(read_file(path).value_or("-1"))));
+  return static_cast<pid_t>(std::stol(trim(try_read_bytes(path).value_or("-1"))));
 }
 
 // True if pid is gone, or a zombie waiting for an init that is slow to reap orphans (it can
@@ -72,7 +46,7 @@ inline bool process_gone(pid_t pid, std::chrono::milliseconds deadline = std::ch
   const auto end = std::chrono::steady_clock::now() + deadline;
   for (;;) {
     if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-    auto stat = read_file("/proc/" + std::to_string(pid) + "/stat").value_or("");
+    auto stat = read_bytes("/proc/" + std::to_string(pid) + "/stat");
     size_t paren = stat.rfind(')');
     if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z') {
       return true;

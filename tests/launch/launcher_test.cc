@@ -13,10 +13,11 @@ namespace {
 
 using cohort::testing::fork_child;
 using cohort::testing::process_gone;
-using cohort::testing::read_file;
+using cohort::testing::read_bytes;
 using cohort::testing::read_pid;
-using cohort::testing::ScratchDir;
+using cohort::testing::TempDir;
 using cohort::testing::trim;
+using cohort::testing::try_read_bytes;
 using cohort::testing::wait_child;
 using cohort::testing::wait_for_files;
 using namespace std::chrono_literals;
@@ -41,7 +42,7 @@ std::map<std::string, std::string> parse_env(const std::string& text) {
 }
 
 TEST(Launcher, EveryWorkerGetsItsRankAndTheJobInTheEnvironmentAndOutputIsTagged) {
-  ScratchDir dir;
+  TempDir dir;
   LaunchOptions o = sh(3, "env | grep -E '^(COHORT_|EXTRA_)' > " + dir.path() +
                               "/env.$COHORT_RANK; echo hello from $COHORT_RANK; "
                               "printf 'no newline %s' $COHORT_RANK");
@@ -55,7 +56,7 @@ TEST(Launcher, EveryWorkerGetsItsRankAndTheJobInTheEnvironmentAndOutputIsTagged)
 
   std::string secret, port;
   for (int rank = 0; rank < 3; ++rank) {
-    auto env = parse_env(read_file(dir.file("env." + std::to_string(rank))).value_or(""));
+    auto env = parse_env(read_bytes(dir.file("env." + std::to_string(rank))));
     SCOPED_TRACE("rank " + std::to_string(rank));
     EXPECT_EQ(env["COHORT_RANK"], std::to_string(rank));
     EXPECT_EQ(env["COHORT_LOCAL_RANK"], std::to_string(rank));
@@ -98,20 +99,20 @@ TEST(Launcher, UntaggedOutputPassesLinesThroughUnchanged) {
 }
 
 TEST(Launcher, FreshSecretPerJob) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string script = "echo $COHORT_JOB_SECRET > " + dir.path() + "/secret.$N";
   LaunchOptions a = sh(1, script), b = sh(1, script);
   a.extra_env = {{"N", "a"}};
   b.extra_env = {{"N", "b"}};
   ASSERT_EQ(run(a).exit_code, 0);
   ASSERT_EQ(run(b).exit_code, 0);
-  EXPECT_NE(read_file(dir.file("secret.a")), read_file(dir.file("secret.b")));
+  EXPECT_NE(try_read_bytes(dir.file("secret.a")), try_read_bytes(dir.file("secret.b")));
 }
 
 // The first failure stops everyone: a sleeping worker that even ignores SIGTERM (and its own
 // child) is SIGKILLed after the grace period; the result names the rank, its code, its output.
 TEST(Launcher, WorkerExitingNonZeroStopsTheOthersAndIsReported) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string d = dir.path();
   LaunchOptions o = sh(3,
                        "if [ $COHORT_RANK = 1 ]; then "
@@ -170,7 +171,7 @@ TEST(Launcher, MissingProgramExits127WithTheReason) {
 }
 
 TEST(Launcher, RestartRunsAllWorkersAgainWithAFreshStore) {
-  ScratchDir dir;
+  TempDir dir;
   LaunchOptions o =
       sh(2, "echo $COHORT_MASTER_PORT > " + dir.path() +
                 "/port.$COHORT_RESTART_COUNT.$COHORT_RANK; "
@@ -181,11 +182,11 @@ TEST(Launcher, RestartRunsAllWorkersAgainWithAFreshStore) {
   EXPECT_EQ(r.exit_code, 0) << r.message;
   EXPECT_EQ(r.failed_rank, -1);
   EXPECT_EQ(r.restarts, 1);
-  auto first = read_file(dir.file("port.0.1"));
-  auto second = read_file(dir.file("port.1.1"));
+  auto first = try_read_bytes(dir.file("port.0.1"));
+  auto second = try_read_bytes(dir.file("port.1.1"));
   ASSERT_TRUE(first && second);
   EXPECT_NE(*first, *second) << "the restarted attempt must get a fresh store";
-  EXPECT_EQ(read_file(dir.file("port.1.0")), second);
+  EXPECT_EQ(try_read_bytes(dir.file("port.1.0")), second);
 }
 
 TEST(Launcher, RestartsRunOutAndTheLastFailureIsReported) {
@@ -210,7 +211,7 @@ TEST(Launcher, StoppingFreshlyForkedWorkersIsNotMistakenForASignalToTheLauncher)
 
 // SIGTERM to the launcher is forwarded to every worker; it then returns 128 + 15.
 TEST(Launcher, SigtermToTheLauncherStopsEveryWorker) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string d = dir.path();
   pid_t launcher = fork_child([&] {
     LaunchResult r = run(sh(2, "echo $$ > " + d + "/pid.$COHORT_RANK; exec sleep 30"));
@@ -227,7 +228,7 @@ TEST(Launcher, SigtermToTheLauncherStopsEveryWorker) {
 
 // A second signal does not wait for the grace period: workers that ignore SIGTERM are killed.
 TEST(Launcher, SecondSignalToTheLauncherKillsAtOnce) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string d = dir.path();
   pid_t launcher = fork_child([&] {
     LaunchOptions o = sh(2, "trap '' TERM; echo $$ > " + d + "/pid.$COHORT_RANK; sleep 30 & wait");
@@ -247,7 +248,7 @@ TEST(Launcher, SecondSignalToTheLauncherKillsAtOnce) {
 
 // The launcher dying (SIGKILL: no chance to clean up) takes its workers along (PDEATHSIG).
 TEST(Launcher, WorkersDieWithAKilledLauncher) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string d = dir.path();
   pid_t launcher = fork_child(
       [&] { return run(sh(1, "echo $$ > " + d + "/pid.$COHORT_RANK; exec sleep 30")).exit_code; });

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <fstream>
 #include <map>
 
 #include "cohort/core/error.h"
@@ -12,8 +13,8 @@ namespace cohort::launch {
 namespace {
 
 using cohort::testing::fork_child;
-using cohort::testing::read_file;
-using cohort::testing::ScratchDir;
+using cohort::testing::read_bytes;
+using cohort::testing::TempDir;
 using cohort::testing::trim;
 using cohort::testing::wait_child;
 
@@ -100,15 +101,15 @@ int run_with_env(const std::map<std::string, std::string>& env, const LaunchOpti
 const std::string kSecret(64, 'a');
 
 TEST(LaunchSecret, ASecretInTheLaunchersEnvironmentIsReused) {
-  ScratchDir dir;
+  TempDir dir;
   LaunchOptions o;
   o.command = {"/bin/sh", "-c", "echo $COHORT_JOB_SECRET > " + dir.file("secret")};
   ASSERT_EQ(run_with_env({{"COHORT_JOB_SECRET", kSecret}}, o), 0);
-  EXPECT_EQ(trim(read_file(dir.file("secret")).value_or("")), kSecret);
+  EXPECT_EQ(trim(read_bytes(dir.file("secret"))), kSecret);
 }
 
 TEST(LaunchSecret, ASecretFileIsReadAndPassedAsHex) {
-  ScratchDir dir;
+  TempDir dir;
   { std::ofstream(dir.file("key")) << kSecret << "\n"; }
   LaunchOptions o;
   o.command = {
@@ -116,12 +117,12 @@ TEST(LaunchSecret, ASecretFileIsReadAndPassedAsHex) {
       "echo \"$COHORT_JOB_SECRET ${COHORT_JOB_SECRET_FILE:-nofile}\" > " + dir.file("seen")};
   ASSERT_EQ(run_with_env({{"COHORT_JOB_SECRET_FILE", dir.file("key")}}, o), 0);
   // The worker gets the hex only: bootstrap refuses both variables at once.
-  EXPECT_EQ(trim(read_file(dir.file("seen")).value_or("")), kSecret + " nofile");
+  EXPECT_EQ(trim(read_bytes(dir.file("seen"))), kSecret + " nofile");
 }
 
 // Node 1 of 2 hosts no store; its workers get global ranks 2 and 3 and node 0's address.
 TEST(LaunchSecret, SecondNodeWorkersGetGlobalRanksAndTheMastersAddress) {
-  ScratchDir dir;
+  TempDir dir;
   LaunchOptions o;
   o.nproc_per_node = 2;
   o.nnodes = 2;
@@ -132,8 +133,8 @@ TEST(LaunchSecret, SecondNodeWorkersGetGlobalRanksAndTheMastersAddress) {
                "$COHORT_MASTER_ADDR:$COHORT_MASTER_PORT $COHORT_JOB_SECRET > " +
                    dir.path() + "/seen.$COHORT_LOCAL_RANK"};
   ASSERT_EQ(run_with_env({{"COHORT_JOB_SECRET", kSecret}}, o), 0);
-  EXPECT_EQ(trim(read_file(dir.file("seen.0")).value_or("")), "2 4 0 1 127.0.0.1:29511 " + kSecret);
-  EXPECT_EQ(trim(read_file(dir.file("seen.1")).value_or("")), "3 4 1 1 127.0.0.1:29511 " + kSecret);
+  EXPECT_EQ(trim(read_bytes(dir.file("seen.0"))), "2 4 0 1 127.0.0.1:29511 " + kSecret);
+  EXPECT_EQ(trim(read_bytes(dir.file("seen.1"))), "3 4 1 1 127.0.0.1:29511 " + kSecret);
 }
 
 }  // namespace

@@ -11,10 +11,15 @@
 #include "cohort/data/idx.h"
 #include "cohort/data/loader.h"
 #include "cohort/data/synthetic.h"
+#include "tests/support/files.h"
 #include "tests/unit/data_test_util.h"
 
 namespace cohort::data {
 namespace {
+
+using cohort::testing::read_bytes;
+using cohort::testing::TempDir;
+using cohort::testing::write_bytes;
 
 std::vector<uint8_t> pattern(int64_t n, int mul) {
   std::vector<uint8_t> v(static_cast<size_t>(n));

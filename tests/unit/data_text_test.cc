@@ -4,10 +4,15 @@
 #include <filesystem>
 
 #include "cohort/data/text.h"
+#include "tests/support/files.h"
 #include "tests/unit/data_test_util.h"
 
 namespace cohort::data {
 namespace {
+
+using cohort::testing::read_bytes;
+using cohort::testing::TempDir;
+using cohort::testing::write_bytes;
 
 std::string corpus(int64_t n) {
   std::string s(static_cast<size_t>(n), '\0');

@@ -79,6 +79,9 @@ void verify_files(const fs::path& dir, const nlohmann::json& files) {
 
 CheckpointData CheckpointManager::load(const std::string& step_dir) {
   const fs::path dir(step_dir);
+  std::error_code ec;
+  COHORT_CHECK_IO(fs::is_directory(dir, ec), "checkpoint ", step_dir,
+                  ": no such directory (expected a step-<N> directory written by cohort train)");
   CheckpointData out;
   const nlohmann::json files = read_manifest(dir, &out.step);
   verify_files(dir, files);

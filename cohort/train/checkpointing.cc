@@ -83,13 +83,23 @@ std::optional<ckpt::CheckpointData> find_resume_checkpoint(Trainer::State& s) {
   if (resume.empty()) return std::nullopt;
   bool auto_mode = resume == "auto";
   std::optional<ckpt::CheckpointData> d;
-  int64_t chosen = -1;
+  constexpr int64_t kNone = -1, kFailed = -2;
+  int64_t chosen = kNone;
+  std::exception_ptr error;
   if (s.world->is_chief()) {
-    d = auto_mode ? s.ckpt->load_latest() : ckpt::CheckpointManager::load(resume);
-    if (d) chosen = d->step;
+    try {
+      d = auto_mode ? s.ckpt->load_latest() : ckpt::CheckpointManager::load(resume);
+      if (d) chosen = d->step;
+    } catch (...) {  // tell the others before failing, so they do not wait for the deadline
+      error = std::current_exception();
+      chosen = kFailed;
+    }
   }
   chosen = agree_on_step(s, chosen);
-  if (chosen < 0) return std::nullopt;
+  if (error) std::rethrow_exception(error);
+  COHORT_CHECK_IO(chosen != kFailed, "rank 0 could not load the checkpoint to resume from (",
+                  resume, "); see its error");
+  if (chosen == kNone) return std::nullopt;
   if (!s.world->is_chief())
     d = ckpt::CheckpointManager::load(auto_mode ? step_dir(s.ckpt->dir(), chosen) : resume);
   return d;

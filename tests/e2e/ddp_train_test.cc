@@ -249,3 +249,15 @@ TEST(DdpTrain, TwoLaunchersAsTwoNodesMatchTwoLocalWorkers) {
   EXPECT_EQ(a.filename(), b.filename());
   EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
 }
+
+// Every rank fails at once (no rank waits for the deadline) with rank 0's reason.
+TEST(DdpTrain, ResumingFromAMissingCheckpointIsAClearErrorOnEveryRank) {
+  fs::path d = fresh_dir("missing");
+  auto t0 = std::chrono::steady_clock::now();
+  CliResult r = run_cli(job(d, "m") + " --workers 2 --resume " + (d / "step-0000000007").string());
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(contains(r, "step-0000000007: no such directory")) << r.output;
+  EXPECT_TRUE(contains(r, "rank 0 could not load the checkpoint")) << r.output;
+  EXPECT_LT(secs, 20.0);
+}

@@ -38,7 +38,7 @@ TcpStoreServer::Impl::Impl(TcpStoreServerOptions options) : options_(std::move(o
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   COHORT_CHECK_IO(wake_fd_.valid(), "TcpStoreServer: eventfd failed: ", std::strerror(errno));
   thread_ = std::thread([this] { run(); });
-  log::info(kLog, "store server listening on ", address_);
+  log::debug(kLog, "store server listening on ", address_);  // launchers print their own line
 }
 
 TcpStoreServer::Impl::~Impl() {

@@ -62,6 +62,8 @@ class Config {
   const std::string& get_string(const std::string& name) const;
   const std::vector<int64_t>& get_int_list(const std::string& name) const;
   bool is_set(const std::string& name) const;  // set by something other than the default
+  // The value as TOML writes it ("0.05", "[512, 256]", "\"mlp\""), whatever its type.
+  std::string value_str(const std::string& name) const;
   const ConfigRegistry& registry() const { return *registry_; }
   // Every key = value, as TOML (sections by prefix); what the run directory records.
   std::string to_toml() const;

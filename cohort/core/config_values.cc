@@ -184,6 +184,11 @@ bool Config::is_set(const std::string& n) const {
   return origins_.count(n) > 0;
 }
 
+std::string Config::value_str(const std::string& name) const {
+  key(name);  // InvalidArgument naming an unknown key
+  return config_value_str(values_.at(name));
+}
+
 std::string Config::to_toml() const {
   // One table per section, in the order sections first appear in the registry (a section's
   // keys may be declared in several places; TOML forbids repeating a table).

@@ -30,6 +30,42 @@ int64_t agree_on_step(Trainer::State& s, int64_t chosen) {
   return chosen;
 }
 
+// Keys that decide which samples a step sees: resuming with any of them changed would not
+// continue the same run, so it is an error naming the key (change them in a fresh run).
+const char* const kResumeKeys[] = {"data.dataset", "data.batch_size", "data.shuffle",
+                                   "run.seed",     "model.type",      "optim.name"};
+
+nlohmann::json resume_keys(const Config& cfg) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* k : kResumeKeys) j[k] = cfg.value_str(k);
+  return j;
+}
+
+void check_same_run(const Trainer::State& s, const ckpt::CheckpointData& d) {
+  const nlohmann::json& j = d.state;
+  if (j.contains("resume_keys")) {
+    for (auto& [k, v] : j.at("resume_keys").items()) {
+      std::string now = s.cfg.value_str(k);
+      COHORT_CHECK_ARG(v.get<std::string>() == now, "cannot resume from the checkpoint of step ",
+                       d.step, ": it was written with ", k, " = ", v.get<std::string>(),
+                       ", this run has ", k, " = ", now,
+                       " (start a fresh run, without --resume, to change it)");
+    }
+  }
+  int written_by = j.at("world_size").get<int>();
+  int64_t batch = j.at("batch_in_epoch").get<int64_t>();
+  // Mid-epoch, the position counts batches per worker: it means other samples with another
+  // number of workers. At an epoch boundary only the data order differs.
+  COHORT_CHECK_ARG(written_by == s.world->size || batch == 0,
+                   "cannot resume from the checkpoint of step ", d.step,
+                   ": it was written mid-epoch by ", written_by, " worker(s) and this run has ",
+                   s.world->size, "; resume with ", written_by,
+                   " worker(s), or from a checkpoint taken at the end of an epoch");
+  if (written_by != s.world->size && s.world->is_chief())
+    log::warn("train", "resuming a checkpoint written by ", written_by, " worker(s) with ",
+              s.world->size, ": the data order differs from an uninterrupted run");
+}
+
 }  // namespace
 
 ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosition& pos) {
@@ -47,6 +83,7 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                            {"optimizer_scalars", os.scalars},
                            {"dropout_counters", nn::dropout_counters(*s.model)},
                            {"world_size", s.world->size},
+                           {"resume_keys", resume_keys(s.cfg)},
                            {"config", s.cfg.to_toml()}};
   return d;
 }
@@ -54,6 +91,7 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
 LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d) {
   const nlohmann::json& j = d.state;
   try {
+    check_same_run(s, d);
     s.model->load_state_dict(to_map(d.model));
     optim::OptimizerState os;
     os.tensors = to_map(d.optimizer);
@@ -65,14 +103,12 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
     s.samples = j.at("samples").get<int64_t>();
     s.train_seconds = j.at("train_seconds").get<double>();
     s.loss_ema = j.at("loss_ema").get<double>();
-    int written_by = j.at("world_size").get<int>();
-    if (written_by != s.world->size && s.world->is_chief())
-      log::warn("train", "resuming a checkpoint written by ", written_by, " worker(s) with ",
-                s.world->size, ": the data order differs from an uninterrupted run");
     return {j.at("epoch").get<int64_t>(), j.at("batch_in_epoch").get<int64_t>()};
   } catch (const nlohmann::json::exception& e) {
     COHORT_CHECK_IO(false, "checkpoint step ", d.step, ": state.json is missing or has a bad ",
                     "field: ", e.what());
+  } catch (const InvalidArgument& e) {  // the model or optimizer does not fit the checkpoint
+    throw InvalidArgument(detail::str("checkpoint step ", d.step, ": ", e.what()));
   }
   return {};
 }
@@ -88,7 +124,9 @@ std::optional<ckpt::CheckpointData> find_resume_checkpoint(Trainer::State& s) {
   std::exception_ptr error;
   if (s.world->is_chief()) {
     try {
-      d = auto_mode ? s.ckpt->load_latest() : ckpt::CheckpointManager::load(resume);
+      // A restarted attempt continues from its own newest checkpoint, whatever it started from.
+      if (auto_mode || s.world->restart_count > 0) d = s.ckpt->load_latest();
+      if (!d && !auto_mode) d = ckpt::CheckpointManager::load(resume);
       if (d) chosen = d->step;
     } catch (...) {  // tell the others before failing, so they do not wait for the deadline
       error = std::current_exception();
@@ -100,8 +138,11 @@ std::optional<ckpt::CheckpointData> find_resume_checkpoint(Trainer::State& s) {
   COHORT_CHECK_IO(chosen != kFailed, "rank 0 could not load the checkpoint to resume from (",
                   resume, "); see its error");
   if (chosen == kNone) return std::nullopt;
-  if (!s.world->is_chief())
-    d = ckpt::CheckpointManager::load(auto_mode ? step_dir(s.ckpt->dir(), chosen) : resume);
+  if (!s.world->is_chief()) {  // rank 0's choice: its newest, or the explicit path
+    std::string newest = step_dir(s.ckpt->dir(), chosen);
+    bool in_dir = auto_mode || (s.world->restart_count > 0 && std::filesystem::exists(newest));
+    d = ckpt::CheckpointManager::load(in_dir ? newest : resume);
+  }
   return d;
 }
 

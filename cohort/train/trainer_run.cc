@@ -40,6 +40,18 @@ void clear_stale_checkpoints(const ckpt::CheckpointManager& m) {
       old.size(), m.dir().c_str());
 }
 
+// After resuming from step N, checkpoints past N belong to the abandoned continuation: left in
+// place, retention (newest by step) and a later `--resume auto` would pick them over this run's.
+void drop_checkpoints_after(const ckpt::CheckpointManager& m, int64_t step) {
+  for (const std::string& d : m.list()) {
+    long long n = -1;
+    if (std::sscanf(fs::path(d).filename().c_str(), "step-%lld", &n) != 1 || n <= step) continue;
+    fs::remove_all(d);
+    std::printf("cohort train: removed %s, written after step %ld by the run being resumed\n",
+                d.c_str(), long(step));
+  }
+}
+
 std::string metrics_path(const Trainer::State& s) {
   std::string name =
       s.world->is_chief() ? "metrics.jsonl" : detail::str("metrics.rank", s.world->rank, ".jsonl");
@@ -67,6 +79,7 @@ void Trainer::start_run() {
   if (d) {
     s.resume_pos = s.pos = restore_checkpoint(s, *d);
     s.start_step = s.last_saved_step = s.step;
+    if (chief) drop_checkpoints_after(*s.ckpt, s.step);
     if (chief)
       std::printf("cohort train: resumed from step %ld (epoch %ld, batch %ld) in %s\n",
                   long(s.step), long(s.resume_pos.epoch), long(s.resume_pos.batch_in_epoch),
@@ -107,11 +120,16 @@ TrainSummary Trainer::run() {
     run_epochs(p);
   }
   p.finish();
+  if (s.last_eval.samples == 0) {  // resumed with no step left: still report a real evaluation
+    s.last_eval = evaluate();
+  }
+  // Everyone is done with collectives; rank 0 may host the store, so the others must not need
+  // it after this. Then rank 0 alone writes the final checkpoint, however long that takes:
+  // nobody waits for it under a collective deadline.
+  if (s.world->distributed()) s.world->group->barrier();
   save_checkpoint();
   if (s.ckpt) s.ckpt->wait();
-  TrainSummary sum = finish_summary();
-  if (s.world->distributed()) s.world->group->barrier();  // rank 0 may host the store
-  return sum;
+  return finish_summary();
 }
 
 TrainSummary Trainer::finish_summary() {

@@ -25,7 +25,7 @@ struct TrainWorld {
   std::unique_ptr<comm::World> native;        // native backend: store, communicator
   std::shared_ptr<comm::ProcessGroup> group;  // null for a job of one
   bool distributed() const { return group != nullptr; }
-  bool is_chief() const { return rank == 0; }  // prints, evaluates, writes checkpoints
+  bool is_chief() const { return rank == 0; }  // prints, logs evaluations, writes checkpoints
 };
 
 // Joins the job described by `env`. Collective over every rank when distributed. Errors

@@ -261,3 +261,35 @@ TEST(DdpTrain, ResumingFromAMissingCheckpointIsAClearErrorOnEveryRank) {
   EXPECT_TRUE(contains(r, "rank 0 could not load the checkpoint")) << r.output;
   EXPECT_LT(secs, 20.0);
 }
+
+// Resuming from an older checkpoint drops the later ones of the abandoned continuation, and a
+// restarted attempt continues from its own newest checkpoint, not from the path it started at.
+TEST(DdpTrain, ExplicitResumeThenRestartContinuesFromTheNewestCheckpoint) {
+  fs::path d = fresh_dir("explicit");
+  std::string common = " --workers 2 --set ckpt.every_steps=4";
+  CliResult first = run_cli(job(d, "e") + common + " --set train.max_steps=8");
+  ASSERT_EQ(first.status, 0) << first.output;
+  fs::path step4 = d / "e" / "checkpoints" / "step-0000000004";
+  CliResult again =
+      run_cli(job(d, "e") + common + " --set train.max_steps=14 --resume " + step4.string() +
+              " --max-restarts 1 --set fault.kill_rank=1 --set fault.kill_at_step=10");
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_TRUE(contains(again, "step-0000000008, written after step 4")) << again.output;
+  EXPECT_TRUE(contains(again, "resumed from step 4")) << again.output;
+  EXPECT_TRUE(contains(again, "resumed from step 8")) << again.output;  // after the restart
+  EXPECT_EQ(newest_checkpoint(d / "e").filename(), "step-0000000014");
+}
+
+TEST(DdpTrain, ResumingWithADifferentBatchOrWorkerCountIsRefused) {
+  fs::path d = fresh_dir("mismatch");
+  CliResult first = run_cli(job(d, "m") + " --set ckpt.every_steps=5 --set train.max_steps=5");
+  ASSERT_EQ(first.status, 0) << first.output;
+  CliResult batch = run_cli(job(d, "m") + " --set data.batch_size=16 --resume auto");
+  EXPECT_EQ(batch.status, 2) << batch.output;
+  EXPECT_TRUE(contains(batch, "data.batch_size = 32, this run has data.batch_size = 16"))
+      << batch.output;
+  CliResult workers = run_cli(job(d, "m") + " --workers 2 --resume auto");
+  EXPECT_NE(workers.status, 0) << workers.output;
+  EXPECT_TRUE(contains(workers, "written mid-epoch by 1 worker(s) and this run has 2"))
+      << workers.output;
+}

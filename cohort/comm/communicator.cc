@@ -88,8 +88,11 @@ std::string Communicator::op_name(const Op& op) const {
 void Communicator::run(Op op) {
   std::unique_lock<std::mutex> lock(mu_);
   assign_seq(op);
-  // Asynchronous operations issued earlier go first: every rank sees one order.
+  // Asynchronous operations issued earlier go first: every rank sees one order. Meanwhile this
+  // thread waits on them, so they should poll hard (backoff.h, WaitHint).
+  wait_hint_->waiters.fetch_add(1, std::memory_order_relaxed);
   cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  wait_hint_->waiters.fetch_sub(1, std::memory_order_relaxed);
   busy_ = true;
   lock.unlock();
   try {

@@ -29,15 +29,21 @@ std::unique_ptr<ckpt::CheckpointManager> make_checkpoints(const Config& cfg,
 }
 
 // A fresh run must never resume, after a restart, from checkpoints an earlier run left in the
-// same directory: the chief clears them (saying so) before training starts.
-void clear_stale_checkpoints(const ckpt::CheckpointManager& m) {
+// same directory: the chief moves them to <dir>.earlier/ (saying so) before training starts.
+void move_stale_checkpoints(const ckpt::CheckpointManager& m) {
   std::vector<std::string> old = m.list();
   if (old.empty()) return;
-  for (const std::string& d : old) fs::remove_all(d);
+  fs::path aside = m.dir() + ".earlier";
+  fs::create_directories(aside);
+  for (const std::string& d : old) {
+    fs::path to = aside / fs::path(d).filename();
+    fs::remove_all(to);
+    fs::rename(d, to);
+  }
   std::printf(
-      "cohort train: starting fresh; removed %zu checkpoint(s) of an earlier run in %s "
-      "(pass --resume auto to continue a run)\n",
-      old.size(), m.dir().c_str());
+      "cohort train: starting fresh; moved %zu checkpoint(s) of an earlier run from %s "
+      "to %s (pass --resume auto to continue a run)\n",
+      old.size(), m.dir().c_str(), aside.c_str());
 }
 
 // After resuming from step N, checkpoints past N belong to the abandoned continuation: left in
@@ -79,13 +85,14 @@ void Trainer::start_run() {
   if (d) {
     s.resume_pos = s.pos = restore_checkpoint(s, *d);
     s.start_step = s.last_saved_step = s.step;
+    s.last_saved_pos = s.resume_pos;
     if (chief) drop_checkpoints_after(*s.ckpt, s.step);
     if (chief)
       std::printf("cohort train: resumed from step %ld (epoch %ld, batch %ld) in %s\n",
                   long(s.step), long(s.resume_pos.epoch), long(s.resume_pos.batch_in_epoch),
                   s.ckpt->dir().c_str());
   } else if (chief && s.cfg.get_bool("ckpt.enabled")) {
-    clear_stale_checkpoints(*s.ckpt);
+    move_stale_checkpoints(*s.ckpt);
   }
   if (s.world->distributed()) s.world->group->barrier();  // nobody saves before all resumed
 }
@@ -93,9 +100,10 @@ void Trainer::start_run() {
 void Trainer::save_checkpoint() {
   State& s = *s_;
   if (!s.world->is_chief() || !s.cfg.get_bool("ckpt.enabled")) return;
-  if (s.step == s.last_saved_step) return;
+  if (s.step == s.last_saved_step && s.pos == s.last_saved_pos) return;
   s.ckpt->save(capture_checkpoint(s, s.pos));
   s.last_saved_step = s.step;
+  s.last_saved_pos = s.pos;
 }
 
 TrainSummary Trainer::run() {

@@ -21,6 +21,7 @@ using Clock = std::chrono::steady_clock;
 struct LoopPosition {
   int64_t epoch = 0;
   int64_t batch_in_epoch = 0;  // batches of `epoch` already trained on (per rank)
+  bool operator==(const LoopPosition&) const = default;
 };
 
 struct Trainer::State {
@@ -47,9 +48,10 @@ struct Trainer::State {
   Clock::time_point start;
 
   int64_t last_saved_step = -1;
-  int64_t start_step = 0;   // step the run resumed from (0: fresh)
-  LoopPosition resume_pos;  // where this run starts (a checkpoint's position, or 0/0)
-  LoopPosition pos;         // after the last step: what a checkpoint taken now records
+  LoopPosition last_saved_pos;  // a step's checkpoint is rewritten when the epoch ends after it
+  int64_t start_step = 0;       // step the run resumed from (0: fresh)
+  LoopPosition resume_pos;      // where this run starts (a checkpoint's position, or 0/0)
+  LoopPosition pos;             // after the last step: what a checkpoint taken now records
 
   explicit State(const Config& c) : cfg(c) {}
   // train.time_limit_s reached; in a distributed run rank 0 decides for everyone, so that all

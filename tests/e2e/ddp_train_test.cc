@@ -293,3 +293,19 @@ TEST(DdpTrain, ResumingWithADifferentBatchOrWorkerCountIsRefused) {
   EXPECT_TRUE(contains(workers, "written mid-epoch by 1 worker(s) and this run has 2"))
       << workers.output;
 }
+
+// A fresh run in a directory that holds an earlier run's checkpoints moves them aside (a
+// restart must not resume the other run, and nothing is deleted); a checkpoint taken at the
+// last step of an epoch records the next epoch, so a resume does not evaluate twice.
+TEST(DdpTrain, FreshRunMovesEarlierCheckpointsAsideAndEpochEndIsRecorded) {
+  fs::path d = fresh_dir("fresh");
+  std::string args = job(d, "f") + " --set ckpt.every_steps=32";
+  ASSERT_EQ(run_cli(args).status, 0);
+  CliResult again = run_cli(args);
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_TRUE(contains(again, "moved 1 checkpoint(s) of an earlier run")) << again.output;
+  EXPECT_TRUE(fs::exists(d / "f" / "checkpoints.earlier" / "step-0000000032"));
+  auto state = nlohmann::json::parse(read_bytes(newest_checkpoint(d / "f") / "state.json"));
+  EXPECT_EQ(state["epoch"], 1);
+  EXPECT_EQ(state["batch_in_epoch"], 0);
+}

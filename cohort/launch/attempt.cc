@@ -211,6 +211,9 @@ void Attempt::drain(int& fd, LineRelay& relay) {
 }
 
 void Attempt::reap() {
+  // Among the workers found dead in one pass, one killed by a signal is the likelier cause: its
+  // peers then fail with a communication error naming it, often before the launcher looks.
+  const bool undecided = outcome_.failed_rank < 0;
   for (auto& w : workers_) {
     if (!w->running) continue;
     int status = 0;
@@ -225,7 +228,10 @@ void Attempt::reap() {
     drain(w->proc.out_fd, w->out);
     drain(w->proc.err_fd, w->err);
     const bool failed = !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
-    if (failed && !stopping_ && outcome_.failed_rank < 0 && outcome_.signal == 0) {
+    if (!failed || stopping_ || outcome_.signal != 0 || !undecided) continue;
+    bool signaled_over_exit =
+        outcome_.failed_rank >= 0 && WIFSIGNALED(w->status) && !WIFSIGNALED(outcome_.status);
+    if (outcome_.failed_rank < 0 || signaled_over_exit) {
       outcome_.failed_rank = w->rank;
       outcome_.status = w->status;
     }

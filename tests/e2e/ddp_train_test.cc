@@ -266,7 +266,8 @@ TEST(DdpTrain, ResumingFromAMissingCheckpointIsAClearErrorOnEveryRank) {
 // restarted attempt continues from its own newest checkpoint, not from the path it started at.
 TEST(DdpTrain, ExplicitResumeThenRestartContinuesFromTheNewestCheckpoint) {
   fs::path d = fresh_dir("explicit");
-  std::string common = " --workers 2 --set ckpt.every_steps=4";
+  // Synchronous writes: step 8's checkpoint is on disk before the kill at step 10.
+  std::string common = " --workers 2 --set ckpt.every_steps=4 --set ckpt.async=false";
   CliResult first = run_cli(job(d, "e") + common + " --set train.max_steps=8");
   ASSERT_EQ(first.status, 0) << first.output;
   fs::path step4 = d / "e" / "checkpoints" / "step-0000000004";

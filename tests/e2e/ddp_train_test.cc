@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "tests/e2e/run_cli.h"
 #include "tests/support/files.h"
@@ -34,10 +35,23 @@ std::string job(const fs::path& dir, const std::string& name) {
          dir.string() + " --set run.name=" + name;
 }
 
+// Removes the run directories this process made when the test binary exits.
+struct RemoveAtExit {
+  std::vector<fs::path> dirs;
+  ~RemoveAtExit() {
+    std::error_code ec;
+    for (const fs::path& d : dirs) fs::remove_all(d, ec);
+  }
+};
+RemoveAtExit g_run_dirs;
+
 fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("cohort_ddp_e2e_" + name);
+  // The pid keeps two concurrent runs of this suite apart.
+  fs::path d =
+      fs::temp_directory_path() / ("cohort_ddp_e2e_" + name + "_" + std::to_string(getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
+  g_run_dirs.dirs.push_back(d);
   return d;
 }
 

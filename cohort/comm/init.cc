@@ -4,12 +4,6 @@
 
 namespace cohort::comm {
 
-bool launched(const rendezvous::EnvMap& env) {
-  for (const char* k : {"COHORT_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"})
-    if (env.count(k)) return true;
-  return false;
-}
-
 std::unique_ptr<World> join_world(const rendezvous::EnvMap& env, const JoinOptions& o) {
   auto w = std::make_unique<World>();
   CommOptions co;
@@ -18,7 +12,7 @@ std::unique_ptr<World> join_world(const rendezvous::EnvMap& env, const JoinOptio
   co.device.advertise_address = o.advertise_address;
   co.prefix = "world";
   std::shared_ptr<rendezvous::Store> store;
-  if (launched(env)) {
+  if (rendezvous::has_launcher_environment(env)) {
     rendezvous::WorldInfo info = rendezvous::world_from_env(env);
     w->rank = info.rank;
     w->size = info.world_size;

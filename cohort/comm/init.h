@@ -37,8 +37,6 @@ struct World {
   std::shared_ptr<ProcessGroup> group;
 };
 
-// Whether `env` holds a launcher's variables (any of bootstrap.h's conventions).
-bool launched(const rendezvous::EnvMap& env);
 // Collective over every rank of the job. InvalidArgument names a missing or inconsistent
 // variable; Timeout names the ranks that did not arrive.
 std::unique_ptr<World> join_world(const rendezvous::EnvMap& env, const JoinOptions& options = {});

@@ -173,6 +173,10 @@ Secret secret_from_env(const EnvMap& env, SecretPolicy policy) {
   return none;
 }
 
+bool has_launcher_environment(const EnvMap& env) {
+  return detect(env) != nullptr;
+}
+
 WorldInfo world_from_env(const EnvMap& env, const BootstrapOptions& options) {
   const Names* n = detect(env);
   COHORT_CHECK_ARG(n,

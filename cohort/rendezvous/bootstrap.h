@@ -54,6 +54,9 @@ struct BootstrapOptions {
 // Throws InvalidArgument if no convention is present, or the one present is incomplete or
 // inconsistent (rank >= world size, local size > world size, a port out of range, ...).
 WorldInfo world_from_env(const EnvMap& env, const BootstrapOptions& options = {});
+// Whether any convention's rank or world-size variable is present (a launcher started this
+// process); world_from_env then parses it, or says what is missing.
+bool has_launcher_environment(const EnvMap& env);
 // The secret alone: COHORT_JOB_SECRET or COHORT_JOB_SECRET_FILE (not both). Empty if neither is
 // set and the policy allows it.
 Secret secret_from_env(const EnvMap& env, SecretPolicy policy);

@@ -81,7 +81,7 @@ std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvM
     w->local_size = env_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
     return w;
   }
-  if (!comm::launched(env)) return w;
+  if (!rendezvous::has_launcher_environment(env)) return w;
   w->group = native_group(cfg, *w, env);
   return w;
 }

@@ -16,8 +16,8 @@ TEST(JoinWorld, WithoutLauncherVariablesIsAWorldOfOneThatWorks) {
   std::vector<float> x{1.5f, -2.0f};
   w->group->allreduce({.output = x.data(), .count = x.size(), .op = ReduceOp::avg});
   EXPECT_EQ(x, (std::vector<float>{1.5f, -2.0f}));
-  EXPECT_FALSE(launched({{"HOME", "/root"}}));
-  EXPECT_TRUE(launched({{"WORLD_SIZE", "2"}}));
+  EXPECT_FALSE(rendezvous::has_launcher_environment({{"HOME", "/root"}}));
+  EXPECT_TRUE(rendezvous::has_launcher_environment({{"WORLD_SIZE", "2"}}));
 }
 
 TEST(JoinWorld, IncompleteLauncherVariablesNameWhatIsMissing) {

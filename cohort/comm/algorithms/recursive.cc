@@ -12,6 +12,18 @@ int floor_pow2(int n) {
   while (p * 2 <= n) p *= 2;
   return p;
 }
+
+// Non-powers of two: a rank r >= p hands its whole buffer to r - p and later receives the
+// result from it. Returns true on such a rank (its part is then done).
+bool delegate_to_partner(Exec& ex, char* buf, size_t bytes, int p) {
+  int r = ex.rank();
+  if (r < p) return false;
+  auto s = ex.send(r - p, buf, bytes);
+  ex.wait(s);
+  auto q = ex.recv(r - p, buf, bytes);
+  ex.wait(q);
+  return true;
+}
 }  // namespace
 
 // Ranks >= p (the largest power of two <= n) hand their data to rank - p and get the result
@@ -19,13 +31,7 @@ int floor_pow2(int n) {
 void allreduce_recursive_doubling(Exec& ex, char* buf, size_t count) {
   int n = ex.size(), r = ex.rank(), p = floor_pow2(n), extra = n - p;
   size_t bytes = count * ex.elem();
-  if (r >= p) {
-    auto s = ex.send(r - p, buf, bytes);
-    ex.wait(s);
-    auto q = ex.recv(r - p, buf, bytes);
-    ex.wait(q);
-    return;
-  }
+  if (delegate_to_partner(ex, buf, bytes, p)) return;
   char* tmp = ex.scratch(1, bytes);
   if (r < extra) {
     auto q = ex.recv(r + p, tmp, bytes);
@@ -70,13 +76,7 @@ struct Range {
 void allreduce_halving_doubling(Exec& ex, char* buf, size_t count) {
   int n = ex.size(), r = ex.rank(), p = floor_pow2(n), extra = n - p;
   size_t elem = ex.elem(), bytes = count * elem;
-  if (r >= p) {
-    auto s = ex.send(r - p, buf, bytes);
-    ex.wait(s);
-    auto q = ex.recv(r - p, buf, bytes);
-    ex.wait(q);
-    return;
-  }
+  if (delegate_to_partner(ex, buf, bytes, p)) return;
   if (r < extra) {
     auto q = ex.recv_reduce(r + p, buf, bytes);
     ex.wait(q);

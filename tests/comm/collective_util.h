@@ -10,6 +10,7 @@
 #include "cohort/comm/collectives.h"
 #include "cohort/rendezvous/hash_store.h"
 #include "tests/comm/comm_test_util.h"
+#include "tests/support/reduce_reference.h"
 
 namespace cohort::comm::testing {
 
@@ -124,21 +125,7 @@ inline std::vector<char> reference(DType t, ReduceOp op, int n, size_t count, si
     double acc = value(t, op, 0, first + i);
     for (int r = 1; r < n; ++r) {
       double v = value(t, op, r, first + i);
-      switch (op) {
-        case ReduceOp::sum:
-        case ReduceOp::avg:
-          acc += v;
-          break;
-        case ReduceOp::min:
-          acc = std::min(acc, v);
-          break;
-        case ReduceOp::max:
-          acc = std::max(acc, v);
-          break;
-        case ReduceOp::prod:
-          acc *= v;
-          break;
-      }
+      acc = cohort::testing::reference_combine(op, acc, v);
     }
     if (t == DType::u8) acc = double(int64_t(acc) & 0xff);  // wrap like the kernel
     if (op == ReduceOp::avg) {

@@ -13,6 +13,7 @@
 #include "cohort/comm/backends/mpi/mpi_backend.h"
 #include "cohort/comm/reduce.h"
 #include "cohort/comm/types.h"
+#include "tests/support/reduce_reference.h"
 
 namespace cohort::comm::mpi_test {
 
@@ -136,21 +137,7 @@ inline Buffer reference(DType t, ReduceOp op, int size, size_t offset, size_t n)
     double acc = value(0, offset + i, t, op);
     for (int r = 1; r < size; ++r) {
       double v = value(r, offset + i, t, op);
-      switch (op) {
-        case ReduceOp::sum:
-        case ReduceOp::avg:
-          acc += v;
-          break;
-        case ReduceOp::min:
-          acc = std::min(acc, v);
-          break;
-        case ReduceOp::max:
-          acc = std::max(acc, v);
-          break;
-        case ReduceOp::prod:
-          acc *= v;
-          break;
-      }
+      acc = cohort::testing::reference_combine(op, acc, v);
     }
     store(t, out.data(), i, acc);
   }

@@ -3,9 +3,10 @@
 # Idempotent: packages already present are skipped, so a second run is fast and offline-safe.
 set -euo pipefail
 
+# ocl-icd-opencl-dev: Debian's dnnl CMake config requires OpenCL, which libdnnl-dev only recommends.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  libopenblas-dev libdnnl-dev zlib1g-dev libssl-dev
+  libopenblas-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libssl-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin

@@ -20,8 +20,8 @@ struct Matrix {
 };
 
 // Each rank runs every combination on one communicator and checks its own result.
-void run_matrix(int n, TransportKind kind, const Matrix& m) {
-  with_comms(n, test_options(kind), [&](Communicator& c) {
+void run_matrix(int n, TransportKind kind, const Matrix& m, CommOptions options) {
+  with_comms(n, options, [&](Communicator& c) {
     for (Algorithm algo : m.algos) {
       for (DType t : m.dtypes) {
         for (ReduceOp op : m.ops) {
@@ -52,12 +52,29 @@ void run_matrix(int n, TransportKind kind, const Matrix& m) {
   });
 }
 
+void run_matrix(int n, TransportKind kind, const Matrix& m) {
+  run_matrix(n, kind, m, test_options(kind));
+}
+
 const std::vector<Algorithm> kAlgos = {Algorithm::kRing, Algorithm::kRecursiveDoubling,
                                        Algorithm::kHalvingDoubling, Algorithm::kAuto};
 
 // 0, 1, a prime, more than one 1 KiB chunk per segment, and a count not divisible by n.
 TEST(Allreduce, EveryDtypeAndOpOnThreeRanksShm) {
   run_matrix(3, TransportKind::kShm, {kAlgos, kAllDTypes, kAllOps, {0, 1, 1009, 2 * 1024 + 7}});
+}
+
+// Every shm message read straight from the sender's memory (process_vm_readv; ranks as
+// threads read their own process, which the kernel allows), and the same with the kernel's
+// permission "denied" (the ring fallback): both must match the reference exactly.
+TEST(Allreduce, EveryDtypeAndOpOnThreeRanksSingleCopyAndItsFallback) {
+  for (bool deny : {false, true}) {
+    CommOptions o = test_options(TransportKind::kShm);
+    o.device.shm_single_copy_bytes = 1;
+    o.device.faults.deny_single_copy = deny;
+    run_matrix(3, TransportKind::kShm, {kAlgos, kAllDTypes, kAllOps, {0, 1, 1009, 2 * 1024 + 7}},
+               o);
+  }
 }
 
 TEST(Allreduce, EveryDtypeAndOpOnFourRanksTcp) {

@@ -16,12 +16,15 @@ using transport::TransportKind;
 struct Param {
   int n;
   TransportKind kind;
+  bool single_copy = false;  // every shm message read straight from the sender's memory
 };
 
 class Collectives : public ::testing::TestWithParam<Param> {
  protected:
   void run(const std::function<void(Communicator&)>& fn) {
-    with_comms(GetParam().n, test_options(GetParam().kind), fn);
+    CommOptions o = test_options(GetParam().kind);
+    if (GetParam().single_copy) o.device.shm_single_copy_bytes = 1;
+    with_comms(GetParam().n, o, fn);
   }
   int n() const { return GetParam().n; }
 };
@@ -301,9 +304,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Param{1, TransportKind::kShm}, Param{2, TransportKind::kShm},
                       Param{3, TransportKind::kShm}, Param{5, TransportKind::kShm},
                       Param{8, TransportKind::kShm}, Param{2, TransportKind::kTcp},
-                      Param{3, TransportKind::kTcp}, Param{4, TransportKind::kTcp}),
+                      Param{3, TransportKind::kTcp}, Param{4, TransportKind::kTcp},
+                      Param{2, TransportKind::kShm, true}, Param{5, TransportKind::kShm, true}),
     [](const auto& info) {
-      return detail::str(transport::transport_name(info.param.kind), info.param.n);
+      return detail::str(transport::transport_name(info.param.kind),
+                         info.param.single_copy ? "SingleCopy" : "", info.param.n);
     });
 
 }  // namespace

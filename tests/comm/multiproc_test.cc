@@ -27,6 +27,7 @@ struct Job {
   TransportKind kind;
   rendezvous::Secret secret;
   uint16_t store_port;
+  size_t single_copy_bytes = transport::DeviceOptions{}.shm_single_copy_bytes;
 };
 
 std::shared_ptr<rendezvous::Store> connect_store(const Job& job) {
@@ -40,6 +41,7 @@ std::shared_ptr<rendezvous::Store> connect_store(const Job& job) {
 CommOptions job_options(const Job& job) {
   CommOptions o = test_options(job.kind);
   o.device.secret = job.secret;
+  o.device.shm_single_copy_bytes = job.single_copy_bytes;
   o.timeout = milliseconds(3000);
   return o;
 }
@@ -62,6 +64,12 @@ int allreduce_child(const Job& job, int rank) {
     }
   }
   barrier(*c);
+  // With single copy on for every message, shm ranks must really have read their peers.
+  if (job.kind == TransportKind::kShm && job.single_copy_bytes == 1 &&
+      c->single_copy_bytes_received() == 0) {
+    std::fprintf(stderr, "rank %d: no single-copy read across processes\n", rank);
+    return kWrongResult;
+  }
   return kOk;
 }
 
@@ -144,6 +152,17 @@ class MultiProcess : public ::testing::TestWithParam<TransportKind> {
 TEST_P(MultiProcess, AllreduceAcrossProcesses) {
   for (int size : {2, 4}) {
     auto codes = run_processes(job(size), allreduce_child);
+    for (int r = 0; r < size; ++r)
+      EXPECT_EQ(codes[size_t(r)], kOk) << "size " << size << " rank " << r;
+  }
+}
+
+// Real processes read each other's memory (process_vm_readv) for every message.
+TEST_P(MultiProcess, AllreduceAcrossProcessesSingleCopy) {
+  for (int size : {2, 3}) {
+    Job j = job(size);
+    j.single_copy_bytes = 1;
+    auto codes = run_processes(j, allreduce_child);
     for (int r = 0; r < size; ++r)
       EXPECT_EQ(codes[size_t(r)], kOk) << "size " << size << " rank " << r;
   }

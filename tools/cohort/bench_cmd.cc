@@ -33,6 +33,14 @@ void add_bench_command(CLI::App& app, Handlers& h) {
                   "native (fork the ranks) or mpi (Open MPI, under mpirun; re-runs itself under "
                   "mpirun if needed)")
       ->capture_default_str();
+  cmd->add_option("--single-copy", o->single_copy,
+                  "Shared-memory messages of at least this size are read straight from the "
+                  "sender's memory (process_vm_readv); off: always through the rings")
+      ->capture_default_str();
+  cmd->add_option("--bind", o->bind,
+                  "core: pin rank r to the r-th CPU when every rank can have one (as mpirun); "
+                  "none: leave placement to the scheduler")
+      ->capture_default_str();
   cmd->add_option("--timeout", o->timeout_s, "Deadline of each collective, seconds")
       ->capture_default_str();
   cmd->callback([&h, o] { h.run = [o] { return run_bench_collectives(*o); }; });

@@ -72,6 +72,10 @@ BenchPlan make_plan(const BenchCollectivesOptions& o) {
   p.dtype = parse_bench_dtype(o.dtype);
   p.transport = parse_bench_transport(o.transport);
   p.algorithm = parse_bench_algorithm(o.algo, p.op);
+  p.single_copy_bytes = o.single_copy == "off" ? 0 : parse_byte_size(o.single_copy);
+  COHORT_CHECK_ARG(o.bind == "core" || o.bind == "none", "bench collectives: unknown --bind '",
+                   o.bind, "' (core, none)");
+  p.bind_to_core = o.bind == "core";
   COHORT_CHECK_ARG(o.backend == "native" || o.backend == "mpi",
                    "bench collectives: unknown --backend '", o.backend, "' (native, mpi)");
   COHORT_CHECK_ARG(o.backend == "native" || p.algorithm == comm::Algorithm::kAuto,
@@ -111,7 +115,7 @@ void bind_rank_to_cpu(int rank, int ranks) {
 [[noreturn]] void rank_main(const BenchPlan& plan, int rank, int port_fd,
                             const rendezvous::Secret& secret) {
   int code = 1;
-  bind_rank_to_cpu(rank, plan.ranks);
+  if (plan.bind_to_core) bind_rank_to_cpu(rank, plan.ranks);
   try {
     uint16_t port = 0;
     if (::read(port_fd, &port, sizeof(port)) != ssize_t(sizeof(port))) {

@@ -23,6 +23,11 @@ struct BenchCollectivesOptions {
   // native: fork the ranks, cohort's own collectives. mpi: MpiCommunicator under mpirun (the
   // command re-executes itself under mpirun unless it already runs under it).
   std::string backend = "native";
+  // Shared-memory messages of at least this size are read straight out of the sender's memory
+  // ("off" or "0": never; see DeviceOptions::shm_single_copy_bytes).
+  std::string single_copy = "off";
+  // core: pin rank r to the r-th CPU when every rank can have one (as mpirun); none: never.
+  std::string bind = "core";
 };
 
 // "4096", "4K", "64M", "1G" -> bytes. InvalidArgument naming the text otherwise.

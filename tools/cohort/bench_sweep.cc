@@ -81,6 +81,7 @@ int run_bench_rank(const BenchPlan& plan, std::shared_ptr<rendezvous::Store> sto
                    const rendezvous::Secret& secret) {
   comm::CommOptions co;
   co.device.transport = plan.transport;
+  co.device.shm_single_copy_bytes = plan.single_copy_bytes;
   co.device.secret = secret;
   co.timeout = plan.timeout;
   co.connect_timeout = plan.timeout;

@@ -21,6 +21,9 @@ inline constexpr int kWrongResultsExit = 3;
 
 struct BenchPlan {
   int ranks = 2;
+  // Shared-memory messages from this size are read straight from the sender (0: never).
+  size_t single_copy_bytes = comm::transport::DeviceOptions{}.shm_single_copy_bytes;
+  bool bind_to_core = true;
   BenchOp op = BenchOp::kAllreduce;
   comm::DType dtype = comm::DType::f32;
   comm::transport::TransportKind transport = comm::transport::TransportKind::kShm;

@@ -169,7 +169,8 @@ void Context::connect_pairs(const Plan& plan, const DeviceOptions& dev, rendezvo
   for (int r : plan.shm_peers) {
     if (r < rank_) continue;
     std::string name;
-    auto p = ShmPair::create(rank_, r, dev.shm_ring_bytes, &name);
+    auto p = ShmPair::create(rank_, r, dev, &name);
+    p->count_single_copy_in(&single_copy_bytes_);
     created.push_back(p.get());
     pairs_[size_t(r)] = std::move(p);
     store.set_string(shm_key(rank_, r), name);
@@ -186,12 +187,16 @@ void Context::connect_pairs(const Plan& plan, const DeviceOptions& dev, rendezvo
   for (int r : plan.shm_peers) {
     if (r > rank_) continue;
     std::string name = store.get_string(shm_key(r, rank_), left_until(deadline));
-    pairs_[size_t(r)] = ShmPair::open(rank_, r, dev.shm_ring_bytes, name);
+    auto p = ShmPair::open(rank_, r, dev, name);
+    p->count_single_copy_in(&single_copy_bytes_);
+    p->probe_single_copy();  // the creator's pid and mapping address are published
+    pairs_[size_t(r)] = std::move(p);
     store.set_string(shm_key(r, rank_) + "/ack", "1");
   }
   for (ShmPair* p : created) {
     store.wait({shm_key(rank_, p->peer()) + "/ack"}, left_until(deadline));
     p->unlink_name();
+    p->probe_single_copy();  // the peer has mapped the segment: its pid is published
   }
 }
 

@@ -55,6 +55,10 @@ class Context {
   // for per-step traffic metrics. Readable from any thread.
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
+  // Of those received, the bytes read straight from a shm peer's memory (single copy).
+  uint64_t single_copy_bytes_received() const {
+    return single_copy_bytes_.load(std::memory_order_relaxed);
+  }
 
   // Closes every pair: peers' pending and later ops fail with IoError naming this rank.
   void close();
@@ -91,7 +95,7 @@ class Context {
   FaultInjection faults_;
   uint64_t sent_to_drop_peer_ = 0;
   bool stalled_ = false;
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, single_copy_bytes_{0};
   std::shared_ptr<const WaitHint> hint_;
 };
 

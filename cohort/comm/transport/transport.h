@@ -89,6 +89,12 @@ struct OpState {
   // Progress, owned by the transport.
   size_t done_bytes = 0;
   bool header_done = false;
+  // Single-copy transfer (shm/single_copy.h): the peer reads the payload straight from
+  // `data` (send) or from `remote` in the sender's process (recv); `single_copy_index` is
+  // the n-th such message on the pair, which the receiver acknowledges.
+  bool single_copy = false;
+  uint64_t remote = 0;
+  uint64_t single_copy_index = 0;
   // 0 pending, 1 done, 2 failed (error set before the release store).
   std::atomic<int> status{0};
   std::exception_ptr error;
@@ -175,6 +181,9 @@ struct FaultInjection {
   int drop_rank = -1;
   int drop_peer = -1;
   uint64_t drop_after = 0;
+  // Act as if the kernel refused single-copy reads of peers' memory (shm/single_copy.h), as it
+  // does under Yama's ptrace_scope >= 1: every shm message goes through the rings.
+  bool deny_single_copy = false;
 };
 
 struct DeviceOptions {
@@ -186,6 +195,12 @@ struct DeviceOptions {
   std::string advertise_address;
   // Bytes of each shared-memory ring (one per direction and peer). Power of two, >= 64 KiB.
   size_t shm_ring_bytes = size_t{1} << 20;
+  // Shared-memory messages of at least this many bytes are read by the receiver straight from
+  // the sender's memory (one copy, shm/single_copy.h) where the kernel allows it; smaller ones,
+  // and all of them where it does not, go through the rings. 0 (the default) disables single
+  // copy: on the machines measured so far the kernel's copy (~6 GB/s) is half as fast as the
+  // ring's memcpy, so the rings win at every size (docs/benchmarks.md, "single copy").
+  size_t shm_single_copy_bytes = 0;
   // TCP socket buffer sizes (SO_SNDBUF / SO_RCVBUF).
   int tcp_socket_buffer = 4 << 20;
   // The per-job secret every TCP data connection proves it knows (rendezvous/auth.h). Empty

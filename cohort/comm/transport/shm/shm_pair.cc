@@ -12,46 +12,16 @@
 #include <fstream>
 
 #include "cohort/comm/reduce.h"
+#include "cohort/comm/transport/shm/shm_segment.h"
+#include "cohort/comm/transport/shm/single_copy.h"
 #include "cohort/core/logging.h"
 #include "cohort/rendezvous/secret.h"
 
 namespace cohort::comm::transport {
 
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm rings need lock-free atomics");
-
-struct ShmRingControl {
-  alignas(64) std::atomic<uint64_t> head;  // written by the producer only
-  alignas(64) std::atomic<uint64_t> tail;  // written by the consumer only
-};
-
-struct ShmControl {
-  std::atomic<uint64_t> magic;
-  uint32_t version;
-  uint32_t reserved;
-  uint64_t ring_bytes;
-  std::atomic<int32_t> pid[2];
-  std::atomic<uint32_t> closed[2];
-  ShmRingControl ring[2];
-  // Why a side broke the pair (written before closed[side]); empty for an orderly close.
-  char reason[2][1024];
-};
+using namespace shm;
 
 namespace {
-
-constexpr uint64_t kSegmentMagic = 0x636f686f72747368ull;  // "cohortsh"
-constexpr uint32_t kSegmentVersion = 1;
-constexpr uint32_t kFrameMagic = 0xc0de5a11u;
-constexpr size_t kControlBytes = 4096;
-constexpr auto kLivenessInterval = std::chrono::milliseconds(10);
-
-struct Frame {
-  uint32_t magic;
-  uint32_t flags;
-  uint64_t bytes;
-  Header header;
-};
-static_assert(sizeof(Frame) == 48 && sizeof(Frame) % 8 == 0);
-static_assert(sizeof(ShmControl) <= kControlBytes);
 
 size_t pad8(size_t n) {
   return (8 - (n & 7)) & 7;
@@ -76,15 +46,18 @@ bool process_alive(int pid) {
 
 }  // namespace
 
-ShmPair::ShmPair(int rank, int peer, size_t ring_bytes)
+ShmPair::ShmPair(int rank, int peer, const DeviceOptions& dev)
     : Pair(peer),
       rank_(rank),
       side_(rank < peer ? 0 : 1),
-      ring_bytes_(ring_bytes),
-      chunk_(std::min<size_t>(size_t{64} << 10, ring_bytes / 4)) {}
+      ring_bytes_(dev.shm_ring_bytes),
+      chunk_(std::min<size_t>(size_t{64} << 10, dev.shm_ring_bytes / 4)),
+      single_copy_bytes_(dev.shm_single_copy_bytes),
+      deny_single_copy_(dev.faults.deny_single_copy) {}
 
-std::unique_ptr<ShmPair> ShmPair::create(int rank, int peer, size_t ring_bytes, std::string* name) {
-  std::unique_ptr<ShmPair> p(new ShmPair(rank, peer, ring_bytes));
+std::unique_ptr<ShmPair> ShmPair::create(int rank, int peer, const DeviceOptions& dev,
+                                         std::string* name) {
+  std::unique_ptr<ShmPair> p(new ShmPair(rank, peer, dev));
   uint8_t rnd[8];
   rendezvous::random_bytes(rnd);
   char hex[17];
@@ -98,9 +71,9 @@ std::unique_ptr<ShmPair> ShmPair::create(int rank, int peer, size_t ring_bytes, 
   return p;
 }
 
-std::unique_ptr<ShmPair> ShmPair::open(int rank, int peer, size_t ring_bytes,
+std::unique_ptr<ShmPair> ShmPair::open(int rank, int peer, const DeviceOptions& dev,
                                        const std::string& name) {
-  std::unique_ptr<ShmPair> p(new ShmPair(rank, peer, ring_bytes));
+  std::unique_ptr<ShmPair> p(new ShmPair(rank, peer, dev));
   int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
   COHORT_CHECK_IO(fd >= 0, "shm transport: cannot open /dev/shm", name, " created by rank ", peer,
                   ": ", errno_text(), " (is rank ", peer, " on this host?)");
@@ -142,7 +115,7 @@ void ShmPair::map(int fd, bool create) {
                               ": ", std::strerror(err)));
   }
   map_ = addr;
-  ctl_ = static_cast<ShmControl*>(addr);
+  ctl_ = static_cast<Control*>(addr);
   char* rings = static_cast<char*>(addr) + kControlBytes;
   tx_data_ = rings + side_ * ring_bytes_;
   rx_data_ = rings + (1 - side_) * ring_bytes_;
@@ -157,6 +130,7 @@ void ShmPair::map(int fd, bool create) {
                     " has a bad header (magic/version/ring size); is it another cohort version?");
   }
   prefault(create);
+  ctl_->base[side_].store(reinterpret_cast<uint64_t>(ctl_), std::memory_order_relaxed);
   ctl_->pid[side_].store(int32_t(::getpid()), std::memory_order_release);
 }
 
@@ -198,6 +172,7 @@ void ShmPair::post(const std::shared_ptr<OpState>& op) {
                                                                  " posted after this rank (", rank_,
                                                                  ") closed the pair"))));
   }
+  if (!probed_) probe_single_copy();
   auto& queue = op->kind == OpKind::kSend ? sends_ : recvs_;
   queue.push_back(op);
   if (queue.size() == 1) progress();  // start at once: small messages finish right here
@@ -213,9 +188,15 @@ bool ShmPair::advance(bool check) {
   while (!sends_.empty()) {
     OpState& op = *sends_.front();
     moved |= progress_send(op);
-    if (!op.finished() || sends_.empty()) break;
+    if (sends_.empty()) break;
+    if (op.single_copy && op.header_done && !op.finished()) {
+      awaiting_ack_.push_back(std::move(sends_.front()));  // the next frame may go out now
+    } else if (!op.finished()) {
+      break;
+    }
     sends_.pop_front();
   }
+  if (!awaiting_ack_.empty()) moved |= reap_single_copy_acks();
   while (!recvs_.empty()) {
     OpState& op = *recvs_.front();
     moved |= progress_recv(op);
@@ -224,8 +205,10 @@ bool ShmPair::advance(bool check) {
   }
   if (moved) {
     idle_polls_ = 0;
-  } else if (check && (!sends_.empty() || !recvs_.empty())) {
-    check_peer(!recvs_.empty() ? *recvs_.front() : *sends_.front());
+  } else if (check && (!sends_.empty() || !recvs_.empty() || !awaiting_ack_.empty())) {
+    check_peer(!recvs_.empty()   ? *recvs_.front()
+               : !sends_.empty() ? *sends_.front()
+                                 : *awaiting_ack_.front());
   }
   return moved;
 }
@@ -258,6 +241,7 @@ void ShmPair::read_bytes(void* dst, size_t n) {
 bool ShmPair::progress_send(OpState& op) {
   auto& head = ctl_->ring[side_].head;
   bool moved = false;
+  if (!op.header_done && use_single_copy(op)) return post_single_copy_frame(op);
   if (!op.header_done) {
     if (tx_free() < sizeof(Frame)) return false;
     Frame f{kFrameMagic, 0, op.bytes, op.header};
@@ -310,6 +294,7 @@ bool ShmPair::read_frame(OpState& op) {
     return true;
   }
   op.header_done = true;
+  if (f.flags & kSingleCopy) read_single_copy_descriptor(op);
   return true;
 }
 
@@ -320,6 +305,7 @@ bool ShmPair::progress_recv(OpState& op) {
     if (op.finished()) return true;  // failed on a bad frame
     moved = true;
   }
+  if (op.single_copy) return pull_single_copy(op);
   auto& tail = ctl_->ring[1 - side_].tail;
   size_t esz = op.reduce ? dtype_size(op.reduce_spec.dtype) : 1;
   while (op.done_bytes < op.bytes) {
@@ -384,10 +370,10 @@ void ShmPair::check_peer(OpState& op) {
 
 void ShmPair::break_pair(std::exception_ptr why) {
   if (!broken_) broken_ = why;
-  for (auto& op : sends_) fail(*op, why);
-  for (auto& op : recvs_) fail(*op, why);
-  sends_.clear();
-  recvs_.clear();
+  for (auto* queue : {&sends_, &recvs_, &awaiting_ack_}) {
+    for (auto& op : *queue) fail(*op, why);
+    queue->clear();
+  }
   // Tell the peer at once (and why) instead of letting it run into its deadline.
   if (ctl_ && !ctl_->closed[side_].load(std::memory_order_relaxed)) {
     std::string reason = what_of(why);
@@ -405,7 +391,7 @@ void ShmPair::abort(std::exception_ptr why) {
 void ShmPair::close() {
   if (closed_) return;
   closed_ = true;
-  if (!sends_.empty() || !recvs_.empty()) {
+  if (!sends_.empty() || !recvs_.empty() || !awaiting_ack_.empty()) {
     break_pair(std::make_exception_ptr(
         IoError(detail::str("shm transport: rank ", rank_, " closed its pair with rank ", peer(),
                             " with operations pending"))));

@@ -1,7 +1,24 @@
 #!/usr/bin/env bash
 # Installs every Debian package that cohort's build, tests, examples and benchmarks need.
 # Idempotent: packages already present are skipped, so a second run is fast and offline-safe.
+#   install-deps.sh [--with-peers] [--list]
+# --with-peers also installs the benchmark peer (PyTorch); --list prints the packages one per
+# line (PACKAGES, then FUZZ_PACKAGES) and installs nothing: scripts/check-fresh.sh reads the
+# list from here so that it is written down once.
 set -euo pipefail
+
+with_peers=0
+list_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-peers) with_peers=1 ;;
+    --list) list_only=1 ;;
+    *)
+      echo "install-deps: unknown argument '$arg' (expected --with-peers or --list)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 # ocl-icd-opencl-dev: Debian's dnnl CMake config requires OpenCL, which libdnnl-dev only recommends.
 PACKAGES=(
@@ -14,13 +31,18 @@ PACKAGES=(
   iproute2 procps
 )
 # The benchmark peer (never a dependency of cohort itself); skipped with COHORT_NO_PEERS=1.
-if [ "${COHORT_NO_PEERS:-0}" != "1" ] && [ "${1:-}" = "--with-peers" ]; then
+if [ "${COHORT_NO_PEERS:-0}" != "1" ] && [ "$with_peers" = 1 ]; then
   PACKAGES+=(python3-torch python3-numpy)
 fi
 # The fuzz run of scripts/test.sh (scripts/fuzz.sh): clang and its runtime libraries, which
 # hold libFuzzer (libclang_rt.fuzzer) for -fsanitize=fuzzer. Optional: if they cannot be
 # installed, the fuzz run is skipped with a message and everything else goes on.
 FUZZ_PACKAGES=(clang libclang-rt-dev)
+
+if [ "$list_only" = 1 ]; then
+  printf '%s\n' "${PACKAGES[@]}" "${FUZZ_PACKAGES[@]}"
+  exit 0
+fi
 
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -80,19 +81,33 @@ std::string offsets_str(const Entry& e) {
   return detail::str("[", e.begin, ", ", e.end, "]");
 }
 
+// A JSON value for an error message, without dump()ing containers: dump() recurses once per
+// nesting level, so a header of 100k '[' would overflow the stack while reporting it.
+std::string brief(const nlohmann::json& v) {
+  if (v.is_structured()) return detail::str("an ", v.type_name(), " of ", v.size(), " entries");
+  std::string s = v.dump();
+  return s.size() <= 64 ? s : s.substr(0, 61) + "...";
+}
+
+// Even an empty tensor (a 0 among the dims) must have dims whose non-zero product fits in
+// int64: its strides are that product ([0, 2^62, 4] overflowed them; UBSan in the fuzz target).
 Shape parse_shape(const std::string& where, const nlohmann::json& v, uint64_t* numel) {
   COHORT_CHECK_IO(v.is_array(), where, ": \"shape\" must be an array of non-negative integers");
   Shape shape;
-  uint64_t n = 1;
+  uint64_t nonzero = 1;
+  bool empty = false;
   for (const auto& d : v) {
-    COHORT_CHECK_IO(d.is_number_unsigned(), where, ": \"shape\" entry ", d.dump(),
+    COHORT_CHECK_IO(d.is_number_unsigned(), where, ": \"shape\" entry ", brief(d),
                     " is not a non-negative integer");
-    uint64_t x = d.get<uint64_t>();
-    COHORT_CHECK_IO(x <= uint64_t(INT64_MAX) && !__builtin_mul_overflow(n, x, &n), where,
-                    ": shape ", v.dump(), " has too many elements");
+    const uint64_t x = d.get<uint64_t>();
+    empty = empty || x == 0;
+    COHORT_CHECK_IO(x == 0 || (!__builtin_mul_overflow(nonzero, x, &nonzero) &&
+                               nonzero <= uint64_t(INT64_MAX)),
+                    where, ": shape ", shape_str(shape), " then ", x,
+                    ": the product of its dims exceeds 2^63 - 1");
     shape.push_back(int64_t(x));
   }
-  *numel = n;
+  *numel = empty ? 0 : nonzero;
   return shape;
 }
 
@@ -130,7 +145,7 @@ void parse_metadata(const std::string& path, const nlohmann::json& v,
                     std::map<std::string, std::string>* out) {
   COHORT_CHECK_IO(v.is_object(), path, ": \"__metadata__\" must be an object of strings");
   for (const auto& [k, s] : v.items()) {
-    COHORT_CHECK_IO(s.is_string(), path, ": __metadata__ value for '", k, "' is ", s.dump(),
+    COHORT_CHECK_IO(s.is_string(), path, ": __metadata__ value for '", k, "' is ", brief(s),
                     ", expected a string");
     if (out) (*out)[k] = s.get<std::string>();
   }
@@ -154,6 +169,53 @@ void check_tiling(const std::string& path, std::vector<Entry>& entries, uint64_t
   }
   COHORT_CHECK_IO(expected == data_size, path, ": the data section holds ", data_size,
                   " bytes but the tensors cover only ", expected);
+}
+
+using ReadAt = std::function<void(void* dst, size_t n, uint64_t offset, const char* what)>;
+
+// The one reader behind read_safetensors (a file) and parse_safetensors (bytes): `size` bytes
+// in all, fetched through `read_at`, each range checked against `size` before it is asked for.
+// `where` names the source in every error.
+NamedTensors read_safetensors_from(const std::string& where, uint64_t size, const ReadAt& read_at,
+                                   std::map<std::string, std::string>* metadata) {
+  COHORT_CHECK_IO(size >= 8, where, ": file is ", size,
+                  " bytes, too short for a safetensors file (expected an 8-byte header length)");
+  uint8_t len[8];
+  read_at(len, 8, 0, "the header length");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
+  COHORT_CHECK_IO(n <= size - 8, where, ": header length ", n,
+                  " goes beyond the end of the file (", size, " bytes); truncated or not safetensors");
+  COHORT_CHECK_IO(n <= kMaxHeaderBytes, where, ": header length ", n, " exceeds the ",
+                  kMaxHeaderBytes, "-byte limit");
+  std::string text(n, '\0');
+  read_at(text.data(), n, 8, "the JSON header");
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(detail::str(where, ": header is not valid JSON: ", e.what()));
+  }
+  COHORT_CHECK_IO(h.is_object(), where, ": header is JSON but not an object");
+  const uint64_t data_size = size - 8 - n;
+  if (metadata) metadata->clear();
+  std::vector<Entry> entries;
+  for (const auto& [key, v] : h.items()) {
+    if (key == "__metadata__")
+      parse_metadata(where, v, metadata);
+    else
+      entries.push_back(parse_entry(where, key, v, data_size));
+  }
+  check_tiling(where, entries, data_size);
+  NamedTensors out;
+  out.reserve(entries.size());
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    const std::string what = "tensor '" + e.name + "'";
+    if (t.nbytes() > 0) read_at(t.raw_data(), t.nbytes(), 8 + n + e.begin, what.c_str());
+    out.emplace_back(e.name, std::move(t));
+  }
+  return out;
 }
 
 }  // namespace
@@ -198,45 +260,22 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 NamedTensors read_safetensors(const std::string& path,
                               std::map<std::string, std::string>* metadata) {
   internal::File f = internal::File::open_read(path);
-  const uint64_t fsize = f.size();
-  COHORT_CHECK_IO(fsize >= 8, path, ": file is ", fsize,
-                  " bytes, too short for a safetensors file (expected an 8-byte header length)");
-  uint8_t len[8];
-  f.pread_all(len, 8, 0, "the header length");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
-  COHORT_CHECK_IO(n <= fsize - 8, path, ": header length ", n, " goes beyond the end of the file (",
-                  fsize, " bytes); truncated or not safetensors");
-  COHORT_CHECK_IO(n <= kMaxHeaderBytes, path, ": header length ", n, " exceeds the ",
-                  kMaxHeaderBytes, "-byte limit");
-  std::string text(n, '\0');
-  f.pread_all(text.data(), n, 8, "the JSON header");
-  nlohmann::json h;
-  try {
-    h = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(detail::str(path, ": header is not valid JSON: ", e.what()));
-  }
-  COHORT_CHECK_IO(h.is_object(), path, ": header is JSON but not an object");
-  const uint64_t data_size = fsize - 8 - n;
-  if (metadata) metadata->clear();
-  std::vector<Entry> entries;
-  for (const auto& [key, v] : h.items()) {
-    if (key == "__metadata__")
-      parse_metadata(path, v, metadata);
-    else
-      entries.push_back(parse_entry(path, key, v, data_size));
-  }
-  check_tiling(path, entries, data_size);
-  NamedTensors out;
-  out.reserve(entries.size());
-  for (const Entry& e : entries) {
-    Tensor t = empty(e.shape, e.dtype);
-    const std::string what = "tensor '" + e.name + "'";
-    if (t.nbytes() > 0) f.pread_all(t.raw_data(), t.nbytes(), 8 + n + e.begin, what.c_str());
-    out.emplace_back(e.name, std::move(t));
-  }
-  return out;
+  auto read_at = [&f](void* dst, size_t n, uint64_t offset, const char* what) {
+    f.pread_all(dst, n, offset, what);
+  };
+  return read_safetensors_from(path, f.size(), read_at, metadata);
+}
+
+NamedTensors parse_safetensors(std::span<const uint8_t> bytes, const std::string& name,
+                               std::map<std::string, std::string>* metadata) {
+  // read_safetensors_from only asks for ranges inside `size`; the check keeps that a promise
+  // this function does not depend on.
+  auto read_at = [bytes, &name](void* dst, size_t n, uint64_t offset, const char* what) {
+    COHORT_INTERNAL(offset <= bytes.size() && n <= bytes.size() - offset, name, ": reading ",
+                    what, " [", offset, ", +", n, ") past the end (", bytes.size(), " bytes)");
+    if (n > 0) std::memcpy(dst, bytes.data() + offset, n);
+  };
+  return read_safetensors_from(name, bytes.size(), read_at, metadata);
 }
 
 }  // namespace cohort::ckpt

@@ -12,7 +12,9 @@
 // dtype strings: F32 F64 F16 BF16 I32 I64 U8. A 0-d tensor has "shape":[]; an empty tensor has
 // begin == end. The writer emits __metadata__ first and then the tensors in the order given,
 // packed without gaps, so the same input always gives the same bytes.
+#include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +40,12 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 // given (cleared first; left empty when the file has none).
 NamedTensors read_safetensors(const std::string& path,
                               std::map<std::string, std::string>* metadata = nullptr);
+
+// The same reader over a whole file already in memory (a download, a fuzzer's input): the same
+// checks and errors as read_safetensors, with `name` standing for the path in them. The result
+// does not refer to `bytes`.
+NamedTensors parse_safetensors(std::span<const uint8_t> bytes, const std::string& name,
+                               std::map<std::string, std::string>* metadata = nullptr);
 
 // "F32" for DType::f32, ... (the safetensors spelling).
 const char* safetensors_dtype(DType dtype);

@@ -229,6 +229,64 @@ TEST(SafetensorsCorrupt, UnknownDtypeAndBadShape) {
   expect_io_error(path, "is not a non-negative integer");
 }
 
+// Found with the safetensors_fuzz target's UBSan, on a hand-made input (its random runs had not
+// reached it): an empty tensor whose other dims multiply past int64 overflowed the strides.
+TEST(SafetensorsCorrupt, EmptyTensorWithHugeDimsIsRefused) {
+  TempDir tmp;
+  const std::string path = tmp.file("z.st");
+  write_bytes(path, file_with_header(
+                        R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})", 0));
+  expect_io_error(path, "tensor 'a': shape [0, 4611686018427387904] then 4: the product of its dims");
+  // Large but representable dims around a 0 are still a valid empty tensor.
+  write_bytes(path, file_with_header(
+                        R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,1],"data_offsets":[0,0]}})", 0));
+  NamedTensors out = read_safetensors(path);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].second.numel(), 0);
+}
+
+// Found with the safetensors_fuzz target's ASan, on a hand-made input (too long for its
+// -max_len): describing a malformed shape or metadata value with json::dump() recursed once per
+// nesting level, so 100k nested arrays overflowed the stack.
+TEST(SafetensorsCorrupt, DeeplyNestedValuesAreRefusedWithoutRecursing) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string shape_file =
+      file_with_header(R"({"a":{"dtype":"U8","shape":[1,)" + deep + R"(],"data_offsets":[0,1]}})", 1);
+  const std::string meta_file = file_with_header(R"({"__metadata__":{"k":)" + deep + "}}", 0);
+  auto problem = [](const std::string& bytes) -> std::string {
+    try {
+      parse_safetensors({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "deep.st");
+    } catch (const IoError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_NE(problem(shape_file).find("deep.st: tensor 'a': \"shape\" entry an array of 1 entries"
+                                     " is not a non-negative integer"),
+            std::string::npos)
+      << problem(shape_file);
+  EXPECT_NE(problem(meta_file).find("deep.st: __metadata__ value for 'k' is an array of 1 entries"),
+            std::string::npos)
+      << problem(meta_file);
+}
+
+// parse_safetensors is read_safetensors over bytes: the same tensors, metadata and errors.
+TEST(Safetensors, ParseFromBytesMatchesFile) {
+  TempDir tmp;
+  const std::string path = tmp.file("b.st");
+  NamedTensors in = {{"w", patterned({2, 3}, DType::f32, 1)}, {"s", patterned({}, DType::i64, 2)}};
+  write_safetensors(path, in, {{"step", "3"}});
+  const std::string bytes = read_bytes(path);
+  std::map<std::string, std::string> meta;
+  NamedTensors out =
+      parse_safetensors({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "mem", &meta);
+  EXPECT_TRUE(same_tensors(in, out));
+  EXPECT_EQ(meta, (std::map<std::string, std::string>{{"step", "3"}}));
+  const std::string cut = bytes.substr(0, bytes.size() - 1);
+  EXPECT_THROW(parse_safetensors({reinterpret_cast<const uint8_t*>(cut.data()), cut.size()}, "mem"),
+               IoError);
+}
+
 TEST(SafetensorsCorrupt, MissingFileNamesPath) {
   TempDir tmp;
   expect_io_error(tmp.file("absent.st"), "cannot open");

@@ -13,50 +13,15 @@
 #include <string>
 #include <vector>
 
-namespace {
-
-size_t parse_size(const std::string& s) {
-  char* end = nullptr;
-  size_t v = std::strtoull(s.c_str(), &end, 10);
-  std::string suffix = end;
-  if (suffix == "K" || suffix == "k") v <<= 10;
-  if (suffix == "M" || suffix == "m") v <<= 20;
-  if (suffix == "G" || suffix == "g") v <<= 30;
-  return v;
-}
-
-struct Args {
-  size_t min_bytes = 4096, max_bytes = size_t{64} << 20;
-  int iters = 20, warmup = 5;
-};
-
-bool parse_args(int argc, char** argv, Args& a) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--sizes") {
-      size_t colon = v.find(':');
-      a.min_bytes = parse_size(v.substr(0, colon));
-      a.max_bytes = colon == std::string::npos ? a.min_bytes : parse_size(v.substr(colon + 1));
-    } else if (k == "--iters") {
-      a.iters = std::atoi(v.c_str());
-    } else if (k == "--warmup") {
-      a.warmup = std::atoi(v.c_str());
-    } else {
-      return false;
-    }
-  }
-  return a.min_bytes > 0 && a.min_bytes <= a.max_bytes && a.iters >= 1 && a.warmup >= 0;
-}
-
-}  // namespace
+#include "bench/sweep_args.h"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  Args a;
-  if (!parse_args(argc, argv, a)) {
+  bench::SweepArgs a;
+  if (!bench::parse_sweep_args(argc, argv, a)) {
     if (rank == 0)
       std::fprintf(stderr, "usage: mpi_allreduce [--sizes MIN:MAX] [--iters I] [--warmup W]\n");
     MPI_Finalize();

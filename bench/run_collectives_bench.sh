@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Allreduce busbw and latency, cohort vs Open MPI vs PyTorch gloo, measured side by side in the
-# same run (float32 sum, one host).
+# same run (float32 sum, one host), and the zero-copy limit of the machine (bench/shm_limit.cc:
+# every input already in one shared mapping, reduce-scatter + allgather with no staging copy).
 #
 # For each rank count and repeat, runs one full size sweep of each tool in turn (cohort over
 # shared memory, Open MPI's MPI_Allreduce with `--mca btl self,vader`, gloo over loopback), so
 # that all three share the machine's noise; then prints, per size, the median busbw of each
-# over the repeats, the ratios cohort/MPI and cohort/gloo, the 4 KiB latency, and the goals.
+# over the repeats, the ratios cohort/MPI and cohort/gloo, cohort's share of the limit, the 4 KiB
+# latency, and the goals.
 #
 #   bench/run_collectives_bench.sh [--ranks "2 4"] [--sizes 4K:64M] [--iters 20] [--warmup 5]
-#                                  [--repeats 3] [--build-dir DIR]
+#                                  [--repeats 3] [--load N] [--build-dir DIR]
+#
+# --load N starts N busy-loop processes for the whole run (a shared machine): every tool is
+# measured under the same load.
 #
 # A peer that is not available (no mpirun or bench/mpi_allreduce target; no torch for
 # /usr/bin/python3 or $COHORT_BENCH_PYTHON) is skipped with a message.
@@ -16,7 +21,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${COHORT_BENCH_PYTHON:-/usr/bin/python3}"
-RANKS="2 4" SIZES=4K:64M ITERS=20 WARMUP=5 REPEATS=3 BUILD_DIR="$ROOT/build"
+RANKS="2 4" SIZES=4K:64M ITERS=20 WARMUP=5 REPEATS=3 LOAD=0 BUILD_DIR="$ROOT/build"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
@@ -26,6 +31,7 @@ while (($#)); do
     --iters) ITERS="$2"; shift 2 ;;
     --warmup) WARMUP="$2"; shift 2 ;;
     --repeats) REPEATS="$2"; shift 2 ;;
+    --load) LOAD="$2"; shift 2 ;;
     --build-dir) BUILD_DIR="$2"; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "run_collectives_bench: unknown option '$1'" >&2; usage ;;
@@ -34,13 +40,14 @@ done
 for v in ITERS REPEATS; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "run_collectives_bench: --${v,,} must be >= 1" >&2; exit 2; }
 done
+[[ "$LOAD" =~ ^[0-9]+$ ]] || { echo "run_collectives_bench: --load must be >= 0" >&2; exit 2; }
 [[ "$WARMUP" =~ ^[0-9]+$ ]] || { echo "run_collectives_bench: --warmup must be >= 0" >&2; exit 2; }
 for n in $RANKS; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "run_collectives_bench: bad rank count '$n'" >&2; exit 2; }
 done
 
-OUT="$(mktemp -d)" ERR="$(mktemp)"
-trap 'rm -rf "$OUT" "$ERR"' EXIT
+OUT="$(mktemp -d)" ERR="$(mktemp)" LOAD_PIDS=()
+trap 'rm -rf "$OUT" "$ERR"; ((${#LOAD_PIDS[@]})) && kill "${LOAD_PIDS[@]}" 2>/dev/null; true' EXIT
 
 if [[ ! -f "$BUILD_DIR/build.ninja" && ! -f "$BUILD_DIR/Makefile" ]]; then
   nice cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -57,6 +64,10 @@ elif ! nice cmake --build "$BUILD_DIR" --target mpi_allreduce -j 2 >"$ERR" 2>&1;
   echo "run_collectives_bench: no mpi_allreduce target (MPI not found by cmake?): skipping Open MPI" >&2
   HAVE_MPI=0
 fi
+HAVE_LIMIT=1
+if ! nice cmake --build "$BUILD_DIR" --target shm_limit -j 2 >"$ERR" 2>&1; then
+  echo "run_collectives_bench: building bench/shm_limit failed: no limit column" >&2; HAVE_LIMIT=0
+fi
 HAVE_GLOO=1
 if ! TORCH_VERSION="$("$PYTHON" -c 'import torch, torch.distributed as d; assert d.is_gloo_available(); print(torch.__version__)' 2>/dev/null)"; then
   echo "run_collectives_bench: $PYTHON cannot import torch with gloo: skipping gloo" >&2; HAVE_GLOO=0
@@ -70,6 +81,7 @@ run_tool() {  # tool n repeat: appends the tool's table to $OUT/tool.n.repeat
     mpi) mpirun --allow-run-as-root --oversubscribe -n "$n" --mca btl self,vader \
            "$BUILD_DIR/bin/mpi_allreduce" "${COMMON[@]}" ;;
     gloo) "$PYTHON" "$ROOT/bench/torch_gloo_allreduce.py" -n "$n" "${COMMON[@]}" ;;
+    limit) "$BUILD_DIR/bin/shm_limit" -n "$n" "${COMMON[@]}" ;;
   esac >"$file" 2>"$ERR" || {
     echo "run_collectives_bench: $tool with $n ranks failed:" >&2; cat "$ERR" >&2; exit 1; }
 }
@@ -77,8 +89,13 @@ run_tool() {  # tool n repeat: appends the tool's table to $OUT/tool.n.repeat
 TOOLS=(cohort)
 ((HAVE_MPI)) && TOOLS+=(mpi)
 ((HAVE_GLOO)) && TOOLS+=(gloo)
+((HAVE_LIMIT)) && TOOLS+=(limit)
+for ((i = 0; i < LOAD; i++)); do
+  bash -c 'while :; do :; done' & LOAD_PIDS+=($!)
+done
 echo "# allreduce f32 sum, sizes $SIZES, iters $ITERS, warmup $WARMUP, repeats $REPEATS;" \
-     "tools: ${TOOLS[*]}${TORCH_VERSION:+ (torch $TORCH_VERSION)}; $(nproc) cores"
+     "tools: ${TOOLS[*]}${TORCH_VERSION:+ (torch $TORCH_VERSION)}; $(nproc) cores;" \
+     "load: $LOAD busy process(es)"
 for n in $RANKS; do
   for ((rep = 1; rep <= REPEATS; rep++)); do
     for tool in "${TOOLS[@]}"; do run_tool "$tool" "$n" "$rep"; done
@@ -115,13 +132,15 @@ def goal(text, value, want, higher=True):
     failed += not ok
     print(f"  {text}: {value:.2f}x (goal {'>=' if higher else '<='} {want}x) {'PASS' if ok else 'FAIL'}")
 for n in ranks:
-    c, m, g = load("cohort", n), load("mpi", n), load("gloo", n)
+    c, m, g, z = load("cohort", n), load("mpi", n), load("gloo", n), load("limit", n)
     print(f"\n## {n} ranks: median busbw (GB/s) over repeats")
-    print("%8s %10s %10s %10s %11s %11s" % ("size", "cohort", "open-mpi", "gloo", "cohort/mpi", "cohort/gloo"))
+    print("%8s %10s %10s %10s %10s %11s %11s %13s" % ("size", "cohort", "open-mpi", "gloo", "limit",
+          "cohort/mpi", "cohort/gloo", "cohort/limit"))
     for size in sorted(c):
-        cb, mb, gb = med(c, size, 1), med(m, size, 1), med(g, size, 1)
-        print("%8s %10s %10s %10s %11s %11s" % (label(size), fmt(cb, ".3f"), fmt(mb, ".3f"),
-              fmt(gb, ".3f"), fmt(ratio(cb, mb), ".2f"), fmt(ratio(cb, gb), ".2f")))
+        cb, mb, gb, zb = med(c, size, 1), med(m, size, 1), med(g, size, 1), med(z, size, 1)
+        print("%8s %10s %10s %10s %10s %11s %11s %13s" % (label(size), fmt(cb, ".3f"),
+              fmt(mb, ".3f"), fmt(gb, ".3f"), fmt(zb, ".3f"), fmt(ratio(cb, mb), ".2f"),
+              fmt(ratio(cb, gb), ".2f"), fmt(ratio(cb, zb), ".2f")))
     lat = min(c) if c else None
     if lat is None: continue
     ct, mt, gt = med(c, lat, 0), med(m, lat, 0), med(g, lat, 0)

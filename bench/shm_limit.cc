@@ -1,0 +1,142 @@
+// The zero-copy limit of an allreduce on one host: what N processes achieve when every input
+// already lies in one shared mapping, so nothing is staged or copied twice. Rank r sums
+// segment r of all N buffers (fixed order) into its own buffer, all ranks meet, then each copies
+// the other segments straight from their owners' buffers, and all ranks meet again (so no
+// buffer is rewritten while a peer still reads it). This is the reduce-scatter + allgather
+// that a transport with registered (shared) buffers could do; bench/run_collectives_bench.sh
+// prints cohort's busbw as a share of it. Same columns as `cohort bench collectives`
+// (time: median over iterations as seen by rank 0; busbw = algbw * 2(n-1)/n).
+//
+//   build/bin/shm_limit [-n 2] [--sizes 4K:64M] [--iters 20] [--warmup 5]
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "bench/sweep_args.h"
+
+namespace {
+
+// A sense-reversing barrier in the shared mapping. Waiters spin briefly, then yield, so that
+// runs with more ranks than cores still progress.
+struct Barrier {
+  std::atomic<int> arrived{0};
+  std::atomic<int> generation{0};
+  void wait(int n) {
+    int gen = generation.load(std::memory_order_acquire);
+    if (arrived.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
+      arrived.store(0, std::memory_order_relaxed);
+      generation.fetch_add(1, std::memory_order_acq_rel);
+      return;
+    }
+    for (int spins = 0; generation.load(std::memory_order_acquire) == gen; ++spins) {
+      if (spins > 2000) sched_yield();
+    }
+  }
+};
+
+struct Shared {
+  Barrier barrier;
+  double times_us[4096];  // rank 0's per-iteration times
+};
+
+// Segment k of `count` floats split over n ranks: [begin, end).
+size_t seg_begin(size_t count, int n, int k) {
+  return count * size_t(k) / size_t(n);
+}
+
+void one_allreduce(float* const* bufs, size_t count, int n, int r, Barrier& b) {
+  size_t lo = seg_begin(count, n, r), hi = seg_begin(count, n, r + 1);
+  float* mine = bufs[r];
+  b.wait(n);  // every input is ready
+  for (int k = 0; k < n; ++k) {
+    if (k == r) continue;
+    const float* other = bufs[k];
+    for (size_t i = lo; i < hi; ++i) mine[i] += other[i];
+  }
+  b.wait(n);  // every segment is reduced
+  for (int k = 0; k < n; ++k) {
+    if (k == r) continue;
+    size_t a = seg_begin(count, n, k), z = seg_begin(count, n, k + 1);
+    std::memcpy(mine + a, bufs[k] + a, (z - a) * sizeof(float));
+  }
+  b.wait(n);  // nobody reads a peer's buffer any more
+}
+
+void rank_sweep(const bench::SweepArgs& a, int r, char* arena, Shared& sh) {
+  int n = a.ranks;
+  double factor = 2.0 * (n - 1) / n;
+  for (size_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= 2) {
+    size_t count = bytes / sizeof(float);
+    std::vector<float*> bufs(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k)
+      bufs[size_t(k)] = reinterpret_cast<float*>(arena) + count * size_t(k);
+    std::fill(bufs[size_t(r)], bufs[size_t(r)] + count, 1.0f);
+    for (int i = 0; i < a.warmup; ++i) one_allreduce(bufs.data(), count, n, r, sh.barrier);
+    for (int i = 0; i < a.iters; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      one_allreduce(bufs.data(), count, n, r, sh.barrier);
+      std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - start;
+      if (r == 0) sh.times_us[i] = us.count();
+    }
+    if (r == 0) {
+      std::vector<double> t(sh.times_us, sh.times_us + a.iters);
+      std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+      double us = t[t.size() / 2], algbw = double(bytes) / us / 1e3;
+      std::printf("%12zu %12zu %6s %12.2f %12.3f %12.3f %8d\n", bytes, count, "f32", us, algbw,
+                  algbw * factor, 0);
+      std::fflush(stdout);
+    }
+    if (bytes > a.max_bytes / 2) break;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::SweepArgs a;
+  if (!bench::parse_sweep_args(argc, argv, a, /*ranks_allowed=*/true) || a.iters > 4096) {
+    std::fprintf(stderr,
+                 "usage: shm_limit [-n RANKS] [--sizes MIN:MAX] [--iters I<=4096] "
+                 "[--warmup W]\n");
+    return 2;
+  }
+  size_t arena_bytes = a.max_bytes * size_t(a.ranks) + 4096;
+  void* mem = mmap(nullptr, sizeof(Shared) + arena_bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    std::perror("shm_limit: mmap");
+    return 1;
+  }
+  auto* sh = new (mem) Shared();
+  char* arena = static_cast<char*>(mem) + sizeof(Shared);
+  std::printf("# zero-copy limit: %d processes, one shared mapping, iters %d, warmup %d\n", a.ranks,
+              a.iters, a.warmup);
+  std::printf("%12s %12s %6s %12s %12s %12s %8s\n", "size(B)", "count", "type", "time(us)",
+              "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  std::fflush(stdout);
+  std::vector<pid_t> pids;
+  for (int r = 1; r < a.ranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      rank_sweep(a, r, arena, *sh);
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  rank_sweep(a, 0, arena, *sh);
+  int failed = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  return failed ? 1 : 0;
+}

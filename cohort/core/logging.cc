@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 namespace cohort::log {
 namespace {
@@ -24,7 +25,8 @@ std::atomic<Level>& current_level() {
   return lvl;
 }
 std::atomic<int> g_rank{-1};
-std::mutex g_write_mu;  // keeps lines from interleaving across threads
+std::mutex g_write_mu;  // keeps lines from interleaving across threads; guards g_captures
+std::vector<ScopedCapture*> g_captures;  // the live ScopedCaptures, oldest first
 
 const char* level_name(Level l) {
   switch (l) {
@@ -56,6 +58,10 @@ void write(Level l, std::string_view sub, const std::string& message) {
   using namespace std::chrono;
   double t = duration<double>(steady_clock::now().time_since_epoch()).count();
   std::lock_guard<std::mutex> lock(g_write_mu);
+  for (ScopedCapture* c : g_captures) {
+    std::lock_guard<std::mutex> capture_lock(c->mu_);  // lock order: g_write_mu, then mu_
+    c->lines_.push_back(Line{l, std::string(sub), message});
+  }
   int rank = g_rank.load();
   if (rank >= 0)
     std::fprintf(stderr, "[%s %.3f r%d %.*s] %s\n", level_name(l), t, rank, int(sub.size()),
@@ -63,6 +69,35 @@ void write(Level l, std::string_view sub, const std::string& message) {
   else
     std::fprintf(stderr, "[%s %.3f %.*s] %s\n", level_name(l), t, int(sub.size()), sub.data(),
                  message.c_str());
+}
+
+ScopedCapture::ScopedCapture() {
+  std::lock_guard<std::mutex> lock(g_write_mu);
+  g_captures.push_back(this);
+}
+
+ScopedCapture::~ScopedCapture() {
+  std::lock_guard<std::mutex> lock(g_write_mu);
+  std::erase(g_captures, this);
+}
+
+std::vector<Line> ScopedCapture::lines() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lines_;
+}
+
+size_t ScopedCapture::count(std::string_view needle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const Line& l : lines_) n += l.message.find(needle) != std::string::npos;
+  return n;
+}
+
+std::string ScopedCapture::text() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  for (const Line& l : lines_) out += l.subsystem + ": " + l.message + "\n";
+  return out;
 }
 
 }  // namespace cohort::log

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "cohort/core/error.h"
+#include "cohort/launch/torch_env.h"
 
 namespace cohort::launch::detail {
 
@@ -43,8 +44,13 @@ struct Attempt::Worker {
 };
 
 Attempt::Attempt(const LaunchOptions& options, const JobPlan& plan, int restart, uint16_t port,
-                 SignalRelay& relay)
-    : options_(options), plan_(plan), restart_(restart), port_(port), relay_(relay) {}
+                 uint16_t torch_port, SignalRelay& relay)
+    : options_(options),
+      plan_(plan),
+      restart_(restart),
+      port_(port),
+      torch_port_(torch_port),
+      relay_(relay) {}
 
 Attempt::~Attempt() {
   // Normally finish() already reaped everyone; this covers an exception mid-spawn.
@@ -89,6 +95,7 @@ std::vector<std::string> Attempt::worker_env(int local_rank) const {
   set("COHORT_JOB_SECRET", plan_.secret.to_hex());
   set("COHORT_STORE_EXTERNAL", 1);
   set("COHORT_RESTART_COUNT", restart_);
+  add_torch_env(env, options_, plan_, local_rank, restart_, torch_port_);
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);

@@ -35,9 +35,10 @@ struct AttemptOutcome {
 
 class Attempt {
  public:
-  // port: where this attempt's store listens (the caller started it if this node hosts it).
+  // port: where this attempt's store listens (the caller started it if this node hosts it);
+  // torch_port: the workers' MASTER_PORT (torch_env.h).
   Attempt(const LaunchOptions& options, const JobPlan& plan, int restart, uint16_t port,
-          SignalRelay& relay);
+          uint16_t torch_port, SignalRelay& relay);
   ~Attempt();  // kills and reaps whatever is left if run() threw
   Attempt(const Attempt&) = delete;
   Attempt& operator=(const Attempt&) = delete;
@@ -67,6 +68,7 @@ class Attempt {
   const JobPlan& plan_;
   int restart_;
   uint16_t port_;
+  uint16_t torch_port_;
   SignalRelay& relay_;
   std::vector<std::unique_ptr<Worker>> workers_;
   AttemptOutcome outcome_;

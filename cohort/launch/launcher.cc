@@ -15,6 +15,7 @@
 #include "cohort/launch/attempt.h"
 #include "cohort/launch/child_process.h"
 #include "cohort/launch/signal_relay.h"
+#include "cohort/launch/torch_env.h"
 #include "cohort/rendezvous/tcp_store_server.h"
 
 namespace cohort::launch {
@@ -22,6 +23,10 @@ namespace {
 
 using cohort::detail::str;
 using detail::JobPlan;
+
+// How long the launcher of a node other than 0 waits for node 0 to publish MASTER_PORT
+// (torch_env.h): as long as a worker waits for the store by default (TcpStoreOptions).
+constexpr std::chrono::milliseconds kTorchPortWait = std::chrono::seconds(300);
 
 // "ADDR:PORT" or "[IPv6]:PORT". InvalidArgument naming the value otherwise.
 std::pair<std::string, uint16_t> parse_master(const std::string& master) {
@@ -126,7 +131,17 @@ LaunchResult run(const LaunchOptions& options) {
     std::unique_ptr<rendezvous::TcpStoreServer> next = start_store(plan);
     server = std::move(next);
     const uint16_t port = server ? server->port() : plan.store_port;
-    detail::AttemptOutcome out = detail::Attempt(options, plan, restart, port, relay).run();
+    int signal = 0;
+    const uint16_t torch_port =
+        detail::agree_torch_port(options, plan, port, relay, kTorchPortWait, &signal);
+    if (signal != 0) {
+      result.exit_code = 128 + signal;
+      result.message = str("received ", detail::signal_name(signal),
+                           " while waiting for node 0; no worker was started");
+      return result;
+    }
+    detail::AttemptOutcome out =
+        detail::Attempt(options, plan, restart, port, torch_port, relay).run();
     result.restarts = restart;
     const std::string unreaped =
         out.unreaped.empty() ? "" : str("; still running after SIGKILL: ", out.unreaped);

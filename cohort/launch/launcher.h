@@ -14,7 +14,9 @@
 //        (= nnodes * nproc_per_node), COHORT_LOCAL_RANK, COHORT_LOCAL_WORLD_SIZE,
 //        COHORT_NODE_RANK, COHORT_MASTER_ADDR, COHORT_MASTER_PORT, COHORT_JOB_SECRET (hex),
 //        COHORT_STORE_EXTERNAL=1 (connect with rendezvous::StoreHost::kExternal) and
-//        COHORT_RESTART_COUNT (0 on the first attempt, then 1, 2, ...).
+//        COHORT_RESTART_COUNT (0 on the first attempt, then 1, 2, ...); and torchrun's
+//        RANK, WORLD_SIZE, LOCAL_RANK, ..., MASTER_ADDR and a MASTER_PORT of its own
+//        (torch_env.h: node 0 picks it; other nodes read it from the store first).
 //      COHORT_JOB_SECRET_FILE is removed (bootstrap refuses both at once). stdin is /dev/null:
 //      workers run in their own process groups, where reading a terminal would stop them.
 //   3. Watch: a poll loop forwards each worker's stdout/stderr line by line ("[rank R] "

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cohort/core/log_rate_limiter.h"
 #include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/kv_table.h"
 #include "cohort/rendezvous/socket.h"
@@ -61,8 +62,12 @@ class TcpStoreServer::Impl {
   void read_handshake(ServerConn& c);
   void read_requests(ServerConn& c);
   void flush(ServerConn& c);
-  void drop(ServerConn& c, const std::string& why);  // logs an error naming the peer
+  // Counts the refusal and logs it (rate-limited) naming the peer; the caller closes.
+  void note_refusal(ServerConn& c, Refusal why, const std::string& specifics);
+  void refuse(ServerConn& c, Refusal why, const std::string& specifics);  // note_refusal + kill
+  void drop(ServerConn& c, const std::string& why);  // our own failure: logs an error, closes
   void kill(ServerConn& c);                          // closes without logging
+  void log_refusal_totals() const;
   void expire(Clock::time_point now);
   void reap();
 
@@ -84,9 +89,11 @@ class TcpStoreServer::Impl {
   KvTable table_;
   uint64_t next_id_ = 1;
   Clock::time_point accept_paused_until_{};
+  log::RateLimiter refusal_log_;  // the "refused <peer>" lines
   struct AtomicStats {
     std::atomic<uint64_t> accepted{0}, authenticated{0}, auth_failures{0}, dropped{0}, open{0},
         keys{0};
+    std::array<std::atomic<uint64_t>, kRefusalKinds> refused{};
   } stats_;
 };
 

@@ -29,7 +29,7 @@ void TcpStoreServer::Impl::process(ServerConn& c) {
     auto res = wire::parse_request({c.in.data() + c.in_pos, c.unparsed()}, &q);
     if (res.status == wire::ParseStatus::kNeedMore) return;
     if (res.status == wire::ParseStatus::kMalformed)
-      return drop(c, "malformed frame: " + res.error);
+      return refuse(c, Refusal::kBadFrame, res.error);
     c.in_pos += res.size;
     execute(c, std::move(q));
   }

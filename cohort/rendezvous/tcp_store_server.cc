@@ -25,7 +25,46 @@ double secs(Millis m) {
   return m.count() / 1000.0;
 }
 
+// The reason as the log line gives it, before any detail.
+const char* refusal_text(Refusal r) {
+  switch (r) {
+    case Refusal::kNotHandshake:
+      return "not a cohort handshake (random bytes, a wrong port, or not a cohort client?)";
+    case Refusal::kBadHmac:
+      return "bad HMAC (wrong job secret?)";
+    case Refusal::kAuthTimeout:
+      return "handshake timeout";
+    case Refusal::kHungUp:
+      return "hung up before authenticating";
+    case Refusal::kBadFrame:
+      return "malformed frame after authenticating";
+  }
+  return "?";
+}
+
 }  // namespace
+
+const char* refusal_name(Refusal r) {
+  switch (r) {
+    case Refusal::kNotHandshake:
+      return "not a cohort handshake";
+    case Refusal::kBadHmac:
+      return "bad HMAC";
+    case Refusal::kAuthTimeout:
+      return "auth timeout";
+    case Refusal::kHungUp:
+      return "hung up";
+    case Refusal::kBadFrame:
+      return "bad frame";
+  }
+  return "?";
+}
+
+uint64_t TcpStoreServer::Stats::refused_total() const {
+  uint64_t n = 0;
+  for (uint64_t r : refused) n += r;
+  return n;
+}
 
 TcpStoreServer::Impl::Impl(TcpStoreServerOptions options) : options_(std::move(options)) {
   check_secret(options_.secret, options_.secret_policy, "TcpStoreServer");
@@ -46,6 +85,22 @@ TcpStoreServer::Impl::~Impl() {
   uint64_t one = 1;
   [[maybe_unused]] ssize_t r = ::write(wake_fd_.get(), &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
+  log_refusal_totals();
+}
+
+// One line at shutdown with every refusal, including the ones the rate limit held back.
+void TcpStoreServer::Impl::log_refusal_totals() const {
+  const Stats s = stats();
+  if (s.refused_total() == 0) return;
+  std::string by_reason;
+  for (size_t i = 0; i < kRefusalKinds; ++i) {
+    if (s.refused[i] == 0) continue;
+    by_reason += detail::str(by_reason.empty() ? "" : ", ", s.refused[i], " ",
+                             refusal_name(Refusal(i)));
+  }
+  const uint64_t n = s.refused_total();
+  log::info(kLog, "store server ", address_, ": refused ", n, n == 1 ? " peer" : " peers",
+            " in all (", by_reason, ")");
 }
 
 TcpStoreServer::Stats TcpStoreServer::Impl::stats() const {
@@ -56,6 +111,7 @@ TcpStoreServer::Stats TcpStoreServer::Impl::stats() const {
   s.dropped = stats_.dropped.load();
   s.open = stats_.open.load();
   s.keys = stats_.keys.load();
+  for (size_t i = 0; i < kRefusalKinds; ++i) s.refused[i] = stats_.refused[i].load();
   return s;
 }
 
@@ -176,18 +232,13 @@ void TcpStoreServer::Impl::read_handshake(ServerConn& c) {
   c.in.resize(auth::kResponseBytes);
   ssize_t r = ::recv(c.fd.get(), c.in.data() + have, auth::kResponseBytes - have, MSG_DONTWAIT);
   c.in.resize(have + size_t(std::max<ssize_t>(r, 0)));
-  if (r == 0) {
-    log::debug(kLog, c.peer, " closed before authenticating");
-    return kill(c);
-  }
+  if (r == 0) return refuse(c, Refusal::kHungUp, "");
   if (r < 0) {
     if (errno == EAGAIN || errno == EINTR) return;
-    return drop(c, detail::str("read failed during the handshake: ", std::strerror(errno)));
+    return refuse(c, Refusal::kHungUp, detail::str("read failed: ", std::strerror(errno)));
   }
   if (!auth::ServerHandshake::plausible_prefix(c.in))
-    return drop(c,
-                "sent bytes that are not a cohort store handshake (wrong port, or not a "
-                "cohort client?)");
+    return refuse(c, Refusal::kNotHandshake, "");
   if (c.in.size() < auth::kResponseBytes) return;
   auto verdict = c.handshake->verify(c.in);
   auto result = c.handshake->result();
@@ -199,9 +250,8 @@ void TcpStoreServer::Impl::read_handshake(ServerConn& c) {
     stats_.authenticated++;
     log::debug(kLog, "authenticated ", c.peer);
   } else {
-    stats_.auth_failures++;
-    log::warn(kLog, "store server ", address_, " refused ", c.peer,
-              ": authentication failed (wrong job secret)");
+    // The result tells the peer it was refused; close once it is sent.
+    note_refusal(c, Refusal::kBadHmac, "");
     c.state = ServerConn::State::kClosing;
     c.deadline = Clock::now() + kCloseGrace;
   }
@@ -231,7 +281,8 @@ void TcpStoreServer::Impl::read_requests(ServerConn& c) {
   }
   // A parked client should be silent; one that keeps sending is not a cohort client.
   if (c.unparsed() > wire::kHeaderBytes + wire::kMaxBodyBytes)
-    drop(c, detail::str("sent ", c.unparsed(), " bytes without waiting for answers"));
+    refuse(c, Refusal::kBadFrame,
+           detail::str("sent ", c.unparsed(), " bytes without waiting for answers"));
 }
 
 void TcpStoreServer::Impl::flush(ServerConn& c) {
@@ -248,6 +299,24 @@ void TcpStoreServer::Impl::flush(ServerConn& c) {
   c.out.clear();
   c.out_pos = 0;
   if (c.state == ServerConn::State::kClosing) kill(c);
+}
+
+void TcpStoreServer::Impl::note_refusal(ServerConn& c, Refusal why,
+                                        const std::string& specifics) {
+  std::string note;
+  if (refusal_log_.admit(Clock::now(), "refused", &note)) {
+    log::warn(kLog, "refused ", c.peer, ": ", refusal_text(why), specifics.empty() ? "" : ": ",
+              specifics, note);
+  }
+  // Counted after the line is written, so whoever sees the count can already see the line.
+  if (why == Refusal::kBadHmac) stats_.auth_failures++;
+  if (why != Refusal::kBadHmac && why != Refusal::kHungUp) stats_.dropped++;
+  stats_.refused[size_t(why)]++;
+}
+
+void TcpStoreServer::Impl::refuse(ServerConn& c, Refusal why, const std::string& specifics) {
+  note_refusal(c, why, specifics);
+  kill(c);
 }
 
 void TcpStoreServer::Impl::drop(ServerConn& c, const std::string& why) {
@@ -267,7 +336,8 @@ void TcpStoreServer::Impl::expire(Clock::time_point now) {
     ServerConn& c = *cp;
     if (c.dead) continue;
     if (c.state == ServerConn::State::kAuth && now >= c.deadline) {
-      drop(c, detail::str("did not authenticate within ", secs(options_.auth_timeout), " s"));
+      refuse(c, Refusal::kAuthTimeout,
+             detail::str("did not authenticate within ", secs(options_.auth_timeout), " s"));
     } else if (c.state == ServerConn::State::kClosing && now >= c.deadline) {
       kill(c);
     } else if (c.parked && now >= c.park_deadline) {

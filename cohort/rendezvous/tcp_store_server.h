@@ -8,9 +8,13 @@
 // Nothing polls or spins while waiting.
 //
 // Hostile input is expected: a connection that sends garbage, a malformed frame or an oversize
-// length is dropped with a logged error naming the peer; a wrong secret is refused and logged
-// (warn); a peer that does not finish authenticating within auth_timeout is dropped. The server
-// keeps serving everyone else.
+// length is dropped; a wrong secret is refused; a peer that does not finish authenticating
+// within auth_timeout is dropped. Each refused peer leaves one warning naming it and the reason,
+//   [W ... store] refused 127.0.0.1:50412: bad HMAC (wrong job secret?)
+// at most 5 such lines a second (a flood is counted, and the next line printed says
+// "(+37 more refused in the last 1.0 s)"), is counted by reason in stats().refused, and the
+// server's shutdown prints the totals. The server keeps serving everyone else.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -20,6 +24,18 @@
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::rendezvous {
+
+// Why the server turned a connection away; stats().refused counts each.
+enum class Refusal {
+  kNotHandshake,  // its first bytes are not a cohort handshake (random bytes, wrong port)
+  kBadHmac,       // its handshake proof is wrong: it does not know the job secret
+  kAuthTimeout,   // it did not finish the handshake within auth_timeout
+  kHungUp,        // it closed (or reset) the connection before authenticating
+  kBadFrame,      // authenticated, then sent a malformed frame (e.g. a huge length field)
+};
+inline constexpr size_t kRefusalKinds = 5;
+// "not a cohort handshake", "bad HMAC", "auth timeout", "hung up", "bad frame".
+const char* refusal_name(Refusal r);
 
 struct TcpStoreServerOptions {
   // Interface to bind. Loopback by default, so nothing off this host can reach the store unless
@@ -41,6 +57,8 @@ class TcpStoreServer {
     uint64_t dropped = 0;        // dropped for garbage, malformed frames or auth timeout
     uint64_t open = 0;           // connections open now
     uint64_t keys = 0;           // keys held
+    std::array<uint64_t, kRefusalKinds> refused{};  // connections refused, by Refusal
+    uint64_t refused_total() const;
   };
 
   // Binds, listens and starts the loop. InvalidArgument for a missing secret (see

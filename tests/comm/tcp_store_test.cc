@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cohort/core/error.h"
+#include "cohort/core/logging.h"
 #include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/tcp_store.h"
 #include "cohort/rendezvous/tcp_store_server.h"
@@ -122,15 +123,89 @@ TEST_F(TcpStoreServerTest, GarbageBeforeAuthenticationIsDroppedAndLogged) {
   uint8_t challenge[auth::kChallengeBytes];
   read_exact(fd.get(), challenge, sizeof(challenge), deadline_after(1s), "server", "challenge");
   std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-  testing::internal::CaptureStderr();
+  log::ScopedCapture logs;
   write_all(fd.get(), http.data(), http.size(), deadline_after(1s), "server", "garbage");
   EXPECT_TRUE(closed_by_server(fd.get(), 2s));
-  std::string log = testing::internal::GetCapturedStderr();
-  EXPECT_NE(log.find("dropping connection from " + local_address(fd.get())), std::string::npos)
-      << log;
-  EXPECT_NE(log.find("not a cohort store handshake"), std::string::npos) << log;
+  EXPECT_EQ(logs.count("refused " + local_address(fd.get()) + ": not a cohort handshake"), 1u)
+      << logs.text();
   EXPECT_EQ(server_->stats().dropped, 1u);
   expect_serves(*server_, secret_);
+}
+
+// Waits (briefly) until the server has counted `n` refusals.
+void await_refusals(const TcpStoreServer& server, uint64_t n) {
+  auto deadline = Clock::now() + 5s;
+  while (server.stats().refused_total() < n && Clock::now() < deadline)
+    std::this_thread::sleep_for(2ms);
+}
+
+// A raw connection that answers the challenge with `bytes` (after reading it).
+Fd send_after_challenge(uint16_t port, const std::string& bytes) {
+  Fd fd = raw_connect(port);
+  uint8_t challenge[auth::kChallengeBytes];
+  read_exact(fd.get(), challenge, sizeof(challenge), deadline_after(1s), "server", "challenge");
+  try {
+    write_all(fd.get(), bytes.data(), bytes.size(), deadline_after(1s), "server", "bytes");
+  } catch (const IoError&) {
+    // the server may already have hung up
+  }
+  return fd;
+}
+
+TEST_F(TcpStoreServerTest, EachRefusedPeerLeavesOneLineWithItsAddressAndReason) {
+  log::ScopedCapture logs;
+  Fd wrong = raw_connect(server_->port());
+  EXPECT_THROW(auth::answer_challenge(wrong.get(), Secret::generate(), auth::kStoreContext,
+                                      deadline_after(2s), "server"),
+               IoError);
+  Fd garbage = send_after_challenge(server_->port(), std::string(80, '\x5a'));
+  await_refusals(*server_, 2);
+  const std::string wrong_peer = local_address(wrong.get());
+  const std::string garbage_peer = local_address(garbage.get());
+  EXPECT_EQ(logs.count("refused " + wrong_peer + ": bad HMAC (wrong job secret?)"), 1u)
+      << logs.text();
+  EXPECT_EQ(logs.count("refused " + garbage_peer + ": not a cohort handshake"), 1u)
+      << logs.text();
+  EXPECT_EQ(logs.count("refused "), 2u) << logs.text();
+  const auto stats = server_->stats();
+  EXPECT_EQ(stats.refused[size_t(Refusal::kBadHmac)], 1u);
+  EXPECT_EQ(stats.refused[size_t(Refusal::kNotHandshake)], 1u);
+  EXPECT_EQ(stats.refused_total(), 2u);
+  server_.reset();  // the shutdown line sums them up
+  EXPECT_EQ(logs.count("refused 2 peers in all (1 not a cohort handshake, 1 bad HMAC)"), 1u)
+      << logs.text();
+}
+
+// A flood of bad connections: every one is counted, a bounded number of lines is printed, and
+// the next line after the flood says how many were held back.
+TEST_F(TcpStoreServerTest, AFloodOfRefusalsIsCountedInFullButLoggedBriefly) {
+  constexpr uint64_t kFlood = 200;
+  log::ScopedCapture logs;
+  const auto start = Clock::now();
+  for (uint64_t i = 0; i < kFlood; ++i) send_after_challenge(server_->port(), "\x01garbage");
+  await_refusals(*server_, kFlood);
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_EQ(server_->stats().refused[size_t(Refusal::kNotHandshake)], kFlood);
+  const uint64_t printed = logs.count("refused 127.0.0.1:");
+  // At most 5 lines per started second of flood.
+  EXPECT_LE(printed, 5 * (uint64_t(elapsed) + 1)) << logs.text();
+  EXPECT_GE(printed, 1u);
+  // After the window, the next refusal is printed with the count held back before it.
+  std::this_thread::sleep_for(1100ms);
+  send_after_challenge(server_->port(), "\x02garbage");
+  await_refusals(*server_, kFlood + 1);
+  const std::string note = " more refused in the last ";
+  uint64_t held_back = 0;
+  for (const auto& line : logs.lines()) {
+    size_t at = line.message.find(" (+");
+    if (at != std::string::npos && line.message.find(note, at) != std::string::npos)
+      held_back += std::stoull(line.message.substr(at + 3));
+  }
+  EXPECT_EQ(printed + held_back, kFlood) << logs.text();
+  EXPECT_EQ(logs.count("refused 127.0.0.1:"), printed + 1) << logs.text();
+  server_.reset();
+  EXPECT_EQ(logs.count("refused 201 peers in all (201 not a cohort handshake)"), 1u)
+      << logs.text();
 }
 
 TEST_F(TcpStoreServerTest, SilentPeerIsDroppedAfterTheAuthTimeout) {
@@ -174,7 +249,7 @@ TEST_F(TcpStoreServerTest, RandomGarbageFramesNeverKillTheServer) {
   std::mt19937 rng(1234);  // deterministic
   auto byte = [&] { return uint8_t(rng()); };
   TcpStore watcher(client_options(server_->port(), secret_));
-  testing::internal::CaptureStderr();  // hundreds of expected "dropping connection" lines
+  testing::internal::CaptureStderr();  // the expected "refused" lines
   for (int iter = 0; iter < 120; ++iter) {
     int kind = iter % 4;
     Fd fd = kind == 0 ? raw_connect(server_->port()) : authenticated(*server_, secret_);

@@ -40,5 +40,33 @@ TEST(RunCli, BadOptionsGiveAClearError) {
       << r.output;
 }
 
+// torch.distributed's env:// rendezvous without torch: rank 0 serves on MASTER_ADDR:MASTER_PORT
+// (free, and not the cohort store's port), the others reach it there.
+TEST(RunCli, TorchrunStyleRendezvousOnMasterPortWorks) {
+  auto r = run_cli("run -n 3 -- timeout 60 /usr/bin/python3 " COHORT_SOURCE_DIR
+                   "/tests/launch/env_rendezvous.py");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] sum of ranks 3 over 3 at 127.0.0.1\n"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("[rank 2] rank 2 of 3 reached rank 0\n"), std::string::npos)
+      << r.output;
+}
+
+// `cohort run` as a drop-in for torchrun: an unchanged torch.distributed program (gloo) finds
+// RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT and allreduces across the two workers.
+TEST(RunCli, TorchDistributedProgramRunsUnchanged) {
+  if (cohort::testing::run_shell("/usr/bin/python3 -c 'import torch' 2>&1").status != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch (Debian's python3-torch; "
+                    "scripts/install-deps.sh --with-peers installs it)";
+  }
+  auto r = run_cli("run -n 2 -- timeout 120 /usr/bin/python3 " COHORT_SOURCE_DIR
+                   "/tests/launch/torch_allreduce.py");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] allreduce 1.0 at rank 0 of 2\n"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("[rank 1] allreduce 1.0 at rank 1 of 2\n"), std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace cohort::launch

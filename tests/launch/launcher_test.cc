@@ -6,6 +6,7 @@
 #include <map>
 #include <regex>
 
+#include "cohort/rendezvous/bootstrap.h"
 #include "tests/launch/launch_test_util.h"
 
 namespace cohort::launch {
@@ -85,6 +86,51 @@ TEST(Launcher, EveryWorkerGetsItsRankAndTheJobInTheEnvironmentAndOutputIsTagged)
         out.find("[rank " + std::to_string(rank) + "] no newline " + std::to_string(rank) + "\n"),
         std::string::npos)
         << out;
+  }
+}
+
+// torchrun's variables too, so a PyTorch program runs under `cohort run` unchanged; cohort's
+// own bootstrap still reads the COHORT_* ones and joins the cohort store, not MASTER_PORT.
+TEST(Launcher, WorkersAlsoGetTorchrunsVariablesWithAPortOfTheirOwn) {
+  TempDir dir;
+  LaunchOptions o = sh(2, "env > " + dir.path() + "/env.$COHORT_RESTART_COUNT.$COHORT_RANK; " +
+                              "[ $COHORT_RESTART_COUNT = 0 ] && [ $COHORT_RANK = 1 ] && exit 3; "
+                              "exit 0");
+  o.max_restarts = 1;
+  LaunchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << r.message;
+  ASSERT_EQ(r.restarts, 1);
+  std::map<int, std::string> torch_port;  // by attempt
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (int rank = 0; rank < 2; ++rank) {
+      SCOPED_TRACE("attempt " + std::to_string(attempt) + " rank " + std::to_string(rank));
+      auto env = parse_env(
+          read_bytes(dir.file("env." + std::to_string(attempt) + "." + std::to_string(rank))));
+      EXPECT_EQ(env["RANK"], std::to_string(rank));
+      EXPECT_EQ(env["WORLD_SIZE"], "2");
+      EXPECT_EQ(env["LOCAL_RANK"], std::to_string(rank));
+      EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+      EXPECT_EQ(env["GROUP_RANK"], "0");
+      EXPECT_EQ(env["GROUP_WORLD_SIZE"], "1");
+      EXPECT_EQ(env["ROLE_NAME"], "default");
+      EXPECT_EQ(env["ROLE_RANK"], std::to_string(rank));
+      EXPECT_EQ(env["ROLE_WORLD_SIZE"], "2");
+      EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+      EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], std::to_string(attempt));
+      EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "1");
+      EXPECT_EQ(env.count("TORCHELASTIC_USE_AGENT_STORE"), 0u);
+      // PyTorch's rank 0 serves its own store on MASTER_PORT: never the cohort store's port.
+      ASSERT_GT(std::stoi(env["MASTER_PORT"]), 0);
+      EXPECT_NE(env["MASTER_PORT"], env["COHORT_MASTER_PORT"]);
+      if (rank == 0) torch_port[attempt] = env["MASTER_PORT"];
+      EXPECT_EQ(env["MASTER_PORT"], torch_port[attempt]);  // one port for the whole job
+      // cohort's bootstrap: its own variables win over torchrun's.
+      rendezvous::EnvMap map(env.begin(), env.end());
+      const rendezvous::WorldInfo w = rendezvous::world_from_env(map);
+      EXPECT_EQ(w.source, rendezvous::EnvConvention::kCohort);
+      EXPECT_EQ(w.master_port, std::stoi(env["COHORT_MASTER_PORT"]));
+      EXPECT_EQ(w.rank, rank);
+    }
   }
 }
 

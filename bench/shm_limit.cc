@@ -1,13 +1,14 @@
 // The zero-copy limit of an allreduce on one host: what N processes achieve when every input
-// already lies in one shared mapping, so nothing is staged or copied twice. Rank r sums
-// segment r of all N buffers (fixed order) into its own buffer, all ranks meet, then each copies
-// the other segments straight from their owners' buffers, and all ranks meet again (so no
-// buffer is rewritten while a peer still reads it). This is the reduce-scatter + allgather
-// that a transport with registered (shared) buffers could do; bench/run_collectives_bench.sh
-// prints cohort's busbw as a share of it. Same columns as `cohort bench collectives`
-// (time: median over iterations as seen by rank 0; busbw = algbw * 2(n-1)/n).
+// and output already lies in one shared mapping, so nothing is staged or copied twice. Rank r
+// sums segment r of all N inputs (fixed order) into its output, all ranks meet, then each
+// copies the other segments straight from their owners' outputs, and all ranks meet again (so
+// no buffer is rewritten while a peer still reads it). Out of place by default, like the
+// allreduce the bench times; `--in-place 1` reduces into the inputs (one stream fewer). This is the
+// reduce-scatter + allgather that a transport with registered (shared) buffers could do;
+// bench/run_collectives_bench.sh prints cohort's busbw as a share of it. Same columns as `cohort
+// bench collectives` (time: median over iterations as seen by rank 0; busbw = algbw * 2(n-1)/n).
 //
-//   build/bin/shm_limit [-n 2] [--sizes 4K:64M] [--iters 20] [--warmup 5]
+//   build/bin/shm_limit [-n 2] [--sizes 4K:64M] [--iters 20] [--warmup 5] [--in-place 0|1]
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -52,20 +53,21 @@ size_t seg_begin(size_t count, int n, int k) {
   return count * size_t(k) / size_t(n);
 }
 
-void one_allreduce(float* const* bufs, size_t count, int n, int r, Barrier& b) {
+void one_allreduce(float* const* ins, float* const* outs, size_t count, int n, int r, Barrier& b) {
   size_t lo = seg_begin(count, n, r), hi = seg_begin(count, n, r + 1);
-  float* mine = bufs[r];
+  float* mine = outs[r];
   b.wait(n);  // every input is ready
-  for (int k = 0; k < n; ++k) {
-    if (k == r) continue;
-    const float* other = bufs[k];
+  if (ins[r] != mine) std::memcpy(mine + lo, ins[0] + lo, (hi - lo) * sizeof(float));
+  for (int k = ins[r] != mine ? 1 : 0; k < n; ++k) {
+    if (k == r && ins[r] == mine) continue;
+    const float* other = ins[k];
     for (size_t i = lo; i < hi; ++i) mine[i] += other[i];
   }
   b.wait(n);  // every segment is reduced
   for (int k = 0; k < n; ++k) {
     if (k == r) continue;
     size_t a = seg_begin(count, n, k), z = seg_begin(count, n, k + 1);
-    std::memcpy(mine + a, bufs[k] + a, (z - a) * sizeof(float));
+    std::memcpy(mine + a, outs[k] + a, (z - a) * sizeof(float));
   }
   b.wait(n);  // nobody reads a peer's buffer any more
 }
@@ -75,14 +77,17 @@ void rank_sweep(const bench::SweepArgs& a, int r, char* arena, Shared& sh) {
   double factor = 2.0 * (n - 1) / n;
   for (size_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= 2) {
     size_t count = bytes / sizeof(float);
-    std::vector<float*> bufs(static_cast<size_t>(n));
-    for (int k = 0; k < n; ++k)
-      bufs[size_t(k)] = reinterpret_cast<float*>(arena) + count * size_t(k);
-    std::fill(bufs[size_t(r)], bufs[size_t(r)] + count, 1.0f);
-    for (int i = 0; i < a.warmup; ++i) one_allreduce(bufs.data(), count, n, r, sh.barrier);
+    std::vector<float*> ins(static_cast<size_t>(n)), outs(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) {
+      ins[size_t(k)] = reinterpret_cast<float*>(arena) + count * size_t(k);
+      outs[size_t(k)] = a.in_place ? ins[size_t(k)] : ins[size_t(k)] + count * size_t(n);
+    }
+    std::fill(ins[size_t(r)], ins[size_t(r)] + count, 1.0f);
+    for (int i = 0; i < a.warmup; ++i)
+      one_allreduce(ins.data(), outs.data(), count, n, r, sh.barrier);
     for (int i = 0; i < a.iters; ++i) {
       auto start = std::chrono::steady_clock::now();
-      one_allreduce(bufs.data(), count, n, r, sh.barrier);
+      one_allreduce(ins.data(), outs.data(), count, n, r, sh.barrier);
       std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - start;
       if (r == 0) sh.times_us[i] = us.count();
     }
@@ -105,10 +110,10 @@ int main(int argc, char** argv) {
   if (!bench::parse_sweep_args(argc, argv, a, /*ranks_allowed=*/true) || a.iters > 4096) {
     std::fprintf(stderr,
                  "usage: shm_limit [-n RANKS] [--sizes MIN:MAX] [--iters I<=4096] "
-                 "[--warmup W]\n");
+                 "[--warmup W] [--in-place 0|1]\n");
     return 2;
   }
-  size_t arena_bytes = a.max_bytes * size_t(a.ranks) + 4096;
+  size_t arena_bytes = 2 * a.max_bytes * size_t(a.ranks) + 4096;
   void* mem = mmap(nullptr, sizeof(Shared) + arena_bytes, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {

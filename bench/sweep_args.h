@@ -19,11 +19,12 @@ inline size_t parse_size(const std::string& s) {
 struct SweepArgs {
   size_t min_bytes = 4096, max_bytes = size_t{64} << 20;
   int iters = 20, warmup = 5;
-  int ranks = 2;  // shm_limit only (mpi_allreduce takes mpirun's -n)
+  int ranks = 2;          // shm_limit only (mpi_allreduce takes mpirun's -n)
+  bool in_place = false;  // shm_limit only: reduce into the inputs (out of place: as the bench)
 };
 
-// False on an unknown flag or a bad value. `--ranks` is accepted only where allowed.
-inline bool parse_sweep_args(int argc, char** argv, SweepArgs& a, bool ranks_allowed = false) {
+// False on an unknown flag or a bad value. `-n` and `--in-place 0|1` only where allowed.
+inline bool parse_sweep_args(int argc, char** argv, SweepArgs& a, bool limit_flags = false) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--sizes") {
@@ -34,8 +35,10 @@ inline bool parse_sweep_args(int argc, char** argv, SweepArgs& a, bool ranks_all
       a.iters = std::atoi(v.c_str());
     } else if (k == "--warmup") {
       a.warmup = std::atoi(v.c_str());
-    } else if (k == "-n" && ranks_allowed) {
+    } else if (k == "-n" && limit_flags) {
       a.ranks = std::atoi(v.c_str());
+    } else if (k == "--in-place" && limit_flags && (v == "0" || v == "1")) {
+      a.in_place = v == "1";
     } else {
       return false;
     }

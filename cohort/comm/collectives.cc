@@ -62,20 +62,41 @@ Algorithm choose_allreduce_algorithm(const Communicator& c, size_t bytes) {
 
 namespace {
 
+// Buffers in the shared arena (shared_buffer.h) are reduced in place when large enough that
+// the three small exchanges of that algorithm are cheaper than the rings' pipelining.
+bool use_shared_buffers(const Communicator& c, const AllreduceOptions& o, size_t bytes) {
+  const void* in = o.input ? o.input : o.output;
+  return bytes >= c.options().shared_buffers_min_bytes && c.size() > 1 &&
+         c.in_shared_arena(in, bytes) && c.in_shared_arena(o.output, bytes);
+}
+
 Communicator::Op allreduce_op(Communicator& c, const AllreduceOptions& o) {
   check_common("allreduce", c, o.dtype, o.count, o.output, "output");
   check_reduce_op(o.op, "allreduce");
   size_t bytes = o.count * dtype_size(o.dtype);
   Algorithm algo = o.algorithm;
-  if (algo == Algorithm::kAuto) algo = choose_allreduce_algorithm(c, bytes);
+  if (algo == Algorithm::kAuto) {
+    algo = use_shared_buffers(c, o, bytes) ? Algorithm::kSharedBuffers
+                                           : choose_allreduce_algorithm(c, bytes);
+  }
   check_algorithm("allreduce", algo,
                   {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
-                   Algorithm::kHierarchical});
+                   Algorithm::kHierarchical, Algorithm::kSharedBuffers});
+  const void* in = o.input ? o.input : o.output;
+  COHORT_CHECK_ARG(algo != Algorithm::kSharedBuffers ||
+                       (c.in_shared_arena(in, bytes) && c.in_shared_arena(o.output, bytes)),
+                   "allreduce on rank ", c.rank(),
+                   ": algorithm shared_buffers needs input and output in this rank's shared "
+                   "arena (Communicator::alloc_shared)");
   auto op = make_op(OpCode::kAllreduce, o.dtype, o.op, algo, -1, o.count, o.timeout);
   size_t chunk = c.options().chunk_bytes;
   const HostTopology* topo = &c.topology();  // the communicator outlives its operations
   op.body = [o, algo, bytes, chunk, topo](Exec& ex) {
     char* out = static_cast<char*>(o.output);
+    if (algo == Algorithm::kSharedBuffers) {  // reads the input in place
+      const char* in = static_cast<const char*>(o.input ? o.input : o.output);
+      return algo::allreduce_shared_buffers(ex, in, out, o.count);
+    }
     if (o.input && o.input != o.output) std::memcpy(out, o.input, bytes);
     if (o.count == 0 || ex.size() == 1) return;
     switch (algo) {

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "cohort/comm/collectives.h"
+#include "cohort/comm/transport/shm/shm_arena.h"
 #include "cohort/core/logging.h"
 #include "cohort/rendezvous/store.h"
 
@@ -239,6 +240,24 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   CommOptions o = options_;
   o.prefix = detail::str(prefix_, "/split", id, "/color", color);
   return create(store_, my_index, int(members.size()), o);
+}
+
+SharedBuffer Communicator::alloc_shared(size_t bytes) {
+  const auto& arena = ctx_->arena();
+  if (!arena || bytes == 0) return {};
+  return SharedBuffer(arena, arena->allocate(bytes), bytes);
+}
+
+bool Communicator::has_shared_arena() const {
+  return ctx_->arena() != nullptr;
+}
+
+bool Communicator::in_shared_arena(const void* p, size_t bytes) const {
+  return ctx_->arena() && ctx_->arena()->contains(p, bytes);
+}
+
+SharedBuffer::~SharedBuffer() {
+  if (arena_) arena_->release(data_);
 }
 
 }  // namespace cohort::comm

@@ -25,6 +25,7 @@
 
 #include "cohort/comm/algorithms/exec.h"
 #include "cohort/comm/cost_model.h"
+#include "cohort/comm/shared_buffer.h"
 #include "cohort/comm/topology.h"
 #include "cohort/comm/transport/context.h"
 #include "cohort/comm/work.h"
@@ -52,6 +53,9 @@ struct CommOptions {
   // Namespace of this communicator's keys in the store (sub-groups extend it). Communicators
   // created one after another under one prefix get distinct sub-namespaces automatically.
   std::string prefix = "comm";
+  // Allreduce of buffers in the shared arenas (Communicator::alloc_shared) reads peers in place
+  // from this many bytes (below, the rings' pipelining is faster). Same on every rank.
+  size_t shared_buffers_min_bytes = size_t{256} << 10;
   // Pipelining granularity of ring and chain algorithms.
   size_t chunk_bytes = size_t{256} << 10;
   // Algorithm::kAuto for broadcast and reduce: binomial trees up to this many bytes, ring or
@@ -94,6 +98,14 @@ class Communicator {
   // Of those, the bytes read straight from shm peers' memory
   // (DeviceOptions::shm_single_copy_bytes).
   uint64_t single_copy_bytes_received() const { return ctx_->single_copy_bytes_received(); }
+
+  // `bytes` from this rank's shared arena (shared_buffer.h); an empty SharedBuffer when there
+  // is none (a peer on another host, or DeviceOptions::shm_arena_bytes == 0). IoError when the
+  // arena or /dev/shm is full. Not collective: ranks allocate independently.
+  SharedBuffer alloc_shared(size_t bytes);
+  bool has_shared_arena() const;
+  // Whether [p, p + bytes) lies in this rank's shared arena.
+  bool in_shared_arena(const void* p, size_t bytes) const;
 
   // Closes every connection now (tests use it to play a peer that goes away).
   void close();

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "cohort/rendezvous/tcp_store.h"
 #include "cohort/rendezvous/tcp_store_server.h"
@@ -70,6 +71,27 @@ int allreduce_child(const Job& job, int rank) {
     std::fprintf(stderr, "rank %d: no single-copy read across processes\n", rank);
     return kWrongResult;
   }
+  return kOk;
+}
+
+// Buffers in each process's shared arena, reduced in place across processes.
+int shared_buffers_child(const Job& job, int rank) {
+  auto c = Communicator::create(connect_store(job), rank, job.size, job_options(job));
+  if (!c->has_shared_arena()) return kUnexpectedError;
+  const size_t count = 300007;
+  for (DType t : {DType::f32, DType::bf16}) {
+    auto in = make_input(t, ReduceOp::sum, rank, count);
+    SharedBuffer buf = c->alloc_shared(in.size());
+    std::memcpy(buf.data(), in.data(), in.size());
+    uint64_t before = c->bytes_received();
+    allreduce(*c, {.output = buf.data(), .count = count, .dtype = t});
+    auto want = reference(t, ReduceOp::sum, job.size, count);
+    if (!compare(t, buf.data(), want.data(), count).empty() ||
+        c->bytes_received() - before > 4096) {
+      return kWrongResult;
+    }
+  }
+  barrier(*c);
   return kOk;
 }
 
@@ -152,6 +174,17 @@ class MultiProcess : public ::testing::TestWithParam<TransportKind> {
 TEST_P(MultiProcess, AllreduceAcrossProcesses) {
   for (int size : {2, 4}) {
     auto codes = run_processes(job(size), allreduce_child);
+    for (int r = 0; r < size; ++r)
+      EXPECT_EQ(codes[size_t(r)], kOk) << "size " << size << " rank " << r;
+  }
+}
+
+TEST(MultiProcessShm, SharedArenaBuffersAcrossProcesses) {
+  for (int size : {2, 3}) {
+    rendezvous::Secret secret = rendezvous::Secret::generate();
+    StoreProcess store(secret);
+    Job j{size, TransportKind::kShm, secret, store.port()};
+    auto codes = run_processes(j, shared_buffers_child);
     for (int r = 0; r < size; ++r)
       EXPECT_EQ(codes[size_t(r)], kOk) << "size " << size << " rank " << r;
   }

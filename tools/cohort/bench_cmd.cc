@@ -37,6 +37,10 @@ void add_bench_command(CLI::App& app, Handlers& h) {
                   "Shared-memory messages of at least this size are read straight from the "
                   "sender's memory (process_vm_readv); off: always through the rings")
       ->capture_default_str();
+  cmd->add_option("--buffers", o->buffers,
+                  "shared: buffers from the communicator's shared arena, read in place by "
+                  "peers (as after Communicator::alloc_shared); heap: ordinary memory")
+      ->capture_default_str();
   cmd->add_option("--bind", o->bind,
                   "core: pin rank r to the r-th CPU when every rank can have one (as mpirun); "
                   "none: leave placement to the scheduler")

@@ -76,6 +76,9 @@ BenchPlan make_plan(const BenchCollectivesOptions& o) {
   COHORT_CHECK_ARG(o.bind == "core" || o.bind == "none", "bench collectives: unknown --bind '",
                    o.bind, "' (core, none)");
   p.bind_to_core = o.bind == "core";
+  COHORT_CHECK_ARG(o.buffers == "shared" || o.buffers == "heap",
+                   "bench collectives: unknown --buffers '", o.buffers, "' (shared, heap)");
+  p.shared_buffers = o.buffers == "shared";
   COHORT_CHECK_ARG(o.backend == "native" || o.backend == "mpi",
                    "bench collectives: unknown --backend '", o.backend, "' (native, mpi)");
   COHORT_CHECK_ARG(o.backend == "native" || p.algorithm == comm::Algorithm::kAuto,

@@ -28,6 +28,9 @@ struct BenchCollectivesOptions {
   std::string single_copy = "off";
   // core: pin rank r to the r-th CPU when every rank can have one (as mpirun); none: never.
   std::string bind = "core";
+  // shared: buffers from the communicator's shared arena (Communicator::alloc_shared), which
+  // collectives read in place; heap: ordinary memory, through the transport's rings.
+  std::string buffers = "shared";
 };
 
 // "4096", "4K", "64M", "1G" -> bytes. InvalidArgument naming the text otherwise.

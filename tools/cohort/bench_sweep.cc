@@ -87,10 +87,13 @@ int run_bench_rank(const BenchPlan& plan, std::shared_ptr<rendezvous::Store> sto
   co.connect_timeout = plan.timeout;
   auto c = comm::Communicator::create(std::move(store), rank, plan.ranks, co);
   const char* transport = plan.ranks > 1 ? c->transport_of(1 % plan.ranks) : "self";
+  bool shared = plan.shared_buffers && c->has_shared_arena();
   auto algo_name = [&](size_t bytes) {
-    return plan.op == BenchOp::kAllreduce && plan.algorithm == comm::Algorithm::kAuto
-               ? comm::algorithm_name(comm::choose_allreduce_algorithm(*c, bytes))
-               : comm::algorithm_name(plan.algorithm);
+    if (plan.op != BenchOp::kAllreduce || plan.algorithm != comm::Algorithm::kAuto)
+      return comm::algorithm_name(plan.algorithm);
+    if (shared && bytes >= c->options().shared_buffers_min_bytes)
+      return comm::algorithm_name(comm::Algorithm::kSharedBuffers);
+    return comm::algorithm_name(comm::choose_allreduce_algorithm(*c, bytes));
   };
   return sweep_detail::run_sweep(plan, *c, transport, algo_name);
 }

@@ -24,6 +24,8 @@ struct BenchPlan {
   // Shared-memory messages from this size are read straight from the sender (0: never).
   size_t single_copy_bytes = comm::transport::DeviceOptions{}.shm_single_copy_bytes;
   bool bind_to_core = true;
+  // Buffers from the communicator's shared arena (native backend, all ranks on this host).
+  bool shared_buffers = true;
   BenchOp op = BenchOp::kAllreduce;
   comm::DType dtype = comm::DType::f32;
   comm::transport::TransportKind transport = comm::transport::TransportKind::kShm;

@@ -72,6 +72,36 @@ inline double get(DType t, const void* buf, size_t i) {
   return 0;
 }
 
+// One benchmark buffer: ordinary memory, or from the communicator's shared arena
+// (`--buffers shared` on the native backend, when it has one).
+class BenchBuffer {
+ public:
+  template <typename C>
+  void assign(C& c, size_t bytes, bool shared) {
+    heap_.clear();
+    shared_ = {};
+    if constexpr (requires { c.alloc_shared(bytes); }) {
+      if (shared && bytes > 0) shared_ = c.alloc_shared(bytes);
+    }
+    if (shared_) {
+      data_ = shared_.as<char>();
+      std::memset(data_, 0, bytes);
+    } else {
+      heap_.assign(bytes, 0);
+      data_ = heap_.data();
+    }
+    size_ = bytes;
+  }
+  char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  std::vector<char> heap_;
+  comm::SharedBuffer shared_;
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 // The buffers of one size and the operation that uses them, on either backend's communicator.
 template <typename C>
 struct Case {
@@ -79,7 +109,7 @@ struct Case {
   C& comm;
   size_t count = 0;     // elements of the table's "count" column
   size_t per_rank = 0;  // allgather / reduce_scatter: each rank's block
-  std::vector<char> in, out;
+  BenchBuffer in, out;
 
   void fill() {
     DType t = plan.dtype;
@@ -93,8 +123,8 @@ struct Case {
     size_t n_out = plan.op == BenchOp::kAllgather       ? per_rank * size_t(plan.ranks)
                    : plan.op == BenchOp::kReduceScatter ? per_rank
                                                         : count;
-    in.assign(n_in * ts, 0);
-    out.assign(n_out * ts, 0);
+    in.assign(comm, n_in * ts, plan.shared_buffers);
+    out.assign(comm, n_out * ts, plan.shared_buffers);
     for (size_t i = 0; i < n_in; ++i) put(t, in.data(), i, input_value(r, i));
     // Broadcast works in one buffer: the root's holds the data, the others' something else.
     if (plan.op == BenchOp::kBroadcast)

@@ -53,6 +53,14 @@ void allreduce_halving_doubling(Exec& ex, char* buf, size_t count);
 // same bits; so every rank ends with the same bits.
 void allreduce_hierarchical(Exec& ex, char* buf, size_t count, const HostTopology& topo,
                             size_t chunk_bytes);
+// Buffers in shared arenas (Algorithm::kSharedBuffers; `in` and `out` lie in this rank's
+// arena, `in` may equal `out`): the ranks exchange their buffers' arena offsets (which also
+// says "my input is ready"), rank r reduces segment r of every rank's input, in rank order,
+// straight out of their arenas into its output, all meet, each copies the other segments from
+// their owners' outputs, and all meet again before anyone returns (so no output is rewritten
+// while a peer still reads it). One pass over memory per byte, as bench/shm_limit.cc.
+void allreduce_shared_buffers(Exec& ex, const char* in, char* out, size_t count);
+
 // On the current group (Exec::set_group): position 0 ends with every position's buffer
 // folded in; the others' buffers hold partial results. Chunked and pipelined.
 void reduce_chain_to_first(Exec& ex, char* buf, size_t bytes, size_t chunk_bytes);

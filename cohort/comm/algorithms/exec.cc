@@ -24,6 +24,8 @@ const char* algorithm_name(Algorithm a) {
       return "dissemination";
     case Algorithm::kHierarchical:
       return "hierarchical";
+    case Algorithm::kSharedBuffers:
+      return "shared_buffers";
   }
   return "?";
 }

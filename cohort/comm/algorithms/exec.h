@@ -27,6 +27,7 @@ enum class Algorithm : uint8_t {
   kHalvingDoubling = 5,    // allreduce: Rabenseifner (reduce-scatter by halving, allgather)
   kDissemination = 6,      // barrier
   kHierarchical = 7,       // allreduce: reduce within each host, ring among hosts, broadcast
+  kSharedBuffers = 8,      // allreduce of buffers in the ranks' shared arenas: read peers in place
 };
 const char* algorithm_name(Algorithm a);
 
@@ -89,6 +90,10 @@ class Exec {
   void wait_all(std::vector<transport::Request>& rs) { ctx_.wait_all(rs, deadline_); }
   // dst = lhs op rhs over `count` elements of the collective's dtype.
   void combine(void* dst, const void* lhs, const void* rhs, size_t count) const;
+
+  // The shared arenas (transport/shm/shm_arena.h): this rank's and a peer's as mapped here.
+  const transport::ShmArena* own_arena() const { return ctx_.arena().get(); }
+  const transport::ShmArena* peer_arena(int peer) const { return ctx_.peer_arena(real(peer)); }
 
   // Scratch memory owned by the communicator (reused across collectives). Slots 0 and 1.
   char* scratch(int slot, size_t bytes);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cohort/comm/transport/context.h"
+#include "cohort/comm/transport/shm/shm_arena.h"
 #include "cohort/comm/transport/shm/shm_pair.h"
 #include "cohort/comm/transport/tcp/tcp_endpoint.h"
 #include "cohort/comm/transport/tcp/tcp_pair.h"
@@ -106,6 +107,9 @@ void Context::connect(const Device& device, rendezvous::Store& store,
   }
   Plan plan = plan_peers(dev, store, options.prefix, deadline);
   connect_pairs(plan, dev, store, options.prefix, deadline);
+  if (dev.shm_arena_bytes > 0 && int(plan.shm_peers.size()) == size_ - 1) {
+    connect_arenas(dev, store, options.prefix, deadline);
+  }
   std::vector<TcpPair*> tcp_pairs;
   for (auto& p : pairs_) {
     if (!p) continue;
@@ -198,6 +202,29 @@ void Context::connect_pairs(const Plan& plan, const DeviceOptions& dev, rendezvo
     p->unlink_name();
     p->probe_single_copy();  // the peer has mapped the segment: its pid is published
   }
+}
+
+// Every rank creates its arena and publishes the name; each maps every peer's, says so, and the
+// owner unlinks its name once all have (nothing to clean up after a crash from then on).
+void Context::connect_arenas(const DeviceOptions& dev, rendezvous::Store& store,
+                             const std::string& prefix, Deadline deadline) {
+  auto key = [&](int r) { return detail::str(prefix, "/arena/", r); };
+  std::string name;
+  arena_ = ShmArena::create(dev.shm_arena_bytes, rank_, &name);
+  store.set_string(key(rank_), name);
+  peer_arenas_.resize(size_t(size_));
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    std::string peer_name = store.get_string(key(r), left_until(deadline));
+    peer_arenas_[size_t(r)] = ShmArena::open(peer_name, dev.shm_arena_bytes, r);
+    store.set_string(detail::str(key(r), "/mapped-by/", rank_), "1");
+  }
+  std::vector<std::string> acks;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) acks.push_back(detail::str(key(rank_), "/mapped-by/", r));
+  }
+  store.wait(acks, left_until(deadline));
+  arena_->unlink_name();
 }
 
 }  // namespace cohort::comm::transport

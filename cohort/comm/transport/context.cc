@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "cohort/comm/transport/shm/shm_arena.h"
 #include "cohort/comm/transport/tcp/tcp_endpoint.h"
 
 namespace cohort::comm::transport {

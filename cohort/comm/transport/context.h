@@ -18,6 +18,8 @@
 
 namespace cohort::comm::transport {
 
+class ShmArena;
+
 class TcpEndpoint;
 
 class Context {
@@ -60,6 +62,11 @@ class Context {
     return single_copy_bytes_.load(std::memory_order_relaxed);
   }
 
+  // The shared arenas (shm/shm_arena.h): this rank's, and each peer's as mapped here. Null
+  // unless every peer is on this host and DeviceOptions::shm_arena_bytes > 0.
+  const std::shared_ptr<ShmArena>& arena() const { return arena_; }
+  const ShmArena* peer_arena(int rank) const { return peer_arenas_[size_t(rank)].get(); }
+
   // Closes every pair: peers' pending and later ops fail with IoError naming this rank.
   void close();
   // Breaks every pair after an error: peers' ops fail at once with an IoError quoting `reason`.
@@ -80,6 +87,8 @@ class Context {
   void connect(const Device& device, rendezvous::Store& store, const ContextOptions& options);
   Plan plan_peers(const DeviceOptions& dev, rendezvous::Store& store, const std::string& prefix,
                   Deadline deadline);
+  void connect_arenas(const DeviceOptions& dev, rendezvous::Store& store, const std::string& prefix,
+                      Deadline deadline);
   void connect_pairs(const Plan& plan, const DeviceOptions& dev, rendezvous::Store& store,
                      const std::string& prefix, Deadline deadline);
 
@@ -88,8 +97,10 @@ class Context {
   int local_ranks_ = 1;
   std::vector<std::unique_ptr<Pair>> pairs_;  // indexed by rank; null for this rank
   std::vector<Pair*> polled_;                 // caller-driven pairs
-  std::unique_ptr<TcpEndpoint> tcp_;          // listener and event loop, if any pair is tcp
-  Notifier notifier_;                         // rung by the tcp event loop on completion
+  std::shared_ptr<ShmArena> arena_;
+  std::vector<std::shared_ptr<ShmArena>> peer_arenas_;  // by rank; null for this rank
+  std::unique_ptr<TcpEndpoint> tcp_;  // listener and event loop, if any pair is tcp
+  Notifier notifier_;                 // rung by the tcp event loop on completion
   Backoff::Policy backoff_policy_;
   AdaptiveSpin spin_;
   FaultInjection faults_;

@@ -201,6 +201,10 @@ struct DeviceOptions {
   // copy: on the machines measured so far the kernel's copy (~6 GB/s) is half as fast as the
   // ring's memcpy, so the rings win at every size (docs/benchmarks.md, "single copy").
   size_t shm_single_copy_bytes = 0;
+  // Virtual size of each rank's shared arena (shm/shm_arena.h), made when every peer is on
+  // this host: buffers allocated from it (Communicator::alloc_shared) are reduced in place by
+  // peers. Pages are reserved only as buffers are allocated. 0: no arena.
+  size_t shm_arena_bytes = size_t{1} << 30;
   // TCP socket buffer sizes (SO_SNDBUF / SO_RCVBUF).
   int tcp_socket_buffer = 4 << 20;
   // The per-job secret every TCP data connection proves it knows (rendezvous/auth.h). Empty

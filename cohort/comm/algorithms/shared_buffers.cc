@@ -1,0 +1,78 @@
+// Allreduce over buffers in the ranks' shared arenas (see algorithms.h).
+#include <algorithm>
+#include <cstring>
+
+#include "cohort/comm/algorithms/algorithms.h"
+#include "cohort/comm/reduce.h"
+#include "cohort/comm/transport/shm/shm_arena.h"
+
+namespace cohort::comm::algo {
+namespace {
+
+// Where a rank's input and output lie in its arena.
+struct Offsets {
+  uint64_t in, out;
+};
+
+// Sends `mine` to every peer and receives theirs (n - 1 small messages each way). Doubles as
+// a barrier: nobody gets past it before everybody has reached it.
+std::vector<Offsets> exchange(Exec& ex, Offsets mine) {
+  int n = ex.size(), r = ex.rank();
+  std::vector<Offsets> all(size_t(n), mine);
+  std::vector<transport::Request> reqs;
+  for (int k = 0; k < n; ++k) {
+    if (k == r) continue;
+    reqs.push_back(ex.recv(k, &all[size_t(k)], sizeof(Offsets)));
+    reqs.push_back(ex.send(k, &mine, sizeof(Offsets)));
+  }
+  ex.wait_all(reqs);
+  return all;
+}
+
+// Pieces small enough that the partial sum of more than two inputs stays in L2.
+constexpr size_t kPieceBytes = size_t{64} << 10;
+
+// out[lo, hi) = in_0 op in_1 op ... op in_{n-1} over those elements, left to right.
+void reduce_segment(Exec& ex, const std::vector<const char*>& ins, char* out, size_t lo,
+                    size_t hi) {
+  size_t elem = ex.elem(), n = ins.size();
+  const auto& sig = ex.sig();
+  if (n == 2) {  // out is this rank's own buffer or aliases one input exactly: no staging
+    ex.combine(out + lo * elem, ins[0] + lo * elem, ins[1] + lo * elem, hi - lo);
+  } else {
+    size_t piece = std::max<size_t>(1, kPieceBytes / elem);
+    char* acc = ex.scratch(0, piece * elem);
+    for (size_t a = lo; a < hi; a += piece) {
+      size_t m = std::min(piece, hi - a);
+      ex.combine(acc, ins[0] + a * elem, ins[1] + a * elem, m);
+      for (size_t k = 2; k < n; ++k) ex.combine(acc, acc, ins[k] + a * elem, m);
+      std::memcpy(out + a * elem, acc, m * elem);
+    }
+  }
+  if (sig.reduce_op == ReduceOp::avg) divide_by(sig.dtype, out + lo * elem, hi - lo, int(n));
+}
+
+}  // namespace
+
+void allreduce_shared_buffers(Exec& ex, const char* in, char* out, size_t count) {
+  int n = ex.size(), r = ex.rank();
+  const transport::ShmArena& own = *ex.own_arena();
+  auto offsets = exchange(ex, {own.offset_of(in), own.offset_of(out)});
+  auto arena_of = [&](int k) { return k == r ? &own : ex.peer_arena(k); };
+  std::vector<const char*> ins(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) ins[size_t(k)] = arena_of(k)->base() + offsets[size_t(k)].in;
+  Segments segs = Segments::even(count, n);
+  size_t elem = ex.elem();
+  auto lo = [&](int k) { return segs.offset[size_t(k)]; };
+  auto hi = [&](int k) { return segs.offset[size_t(k)] + segs.length[size_t(k)]; };
+  reduce_segment(ex, ins, out, lo(r), hi(r));
+  exchange(ex, {});  // every segment is reduced
+  for (int k = 0; k < n; ++k) {
+    if (k == r || segs.length[size_t(k)] == 0) continue;
+    const char* theirs = arena_of(k)->base() + offsets[size_t(k)].out;
+    std::memcpy(out + lo(k) * elem, theirs + lo(k) * elem, (hi(k) - lo(k)) * elem);
+  }
+  exchange(ex, {});  // nobody reads a peer's output any more
+}
+
+}  // namespace cohort::comm::algo

@@ -14,10 +14,19 @@ namespace {
 
 using namespace std::chrono;
 
-int usable_cores() {
+// The cores this host's ranks share. A rank pinned to a single CPU (as mpirun --bind-to core
+// and `cohort bench collectives` do, one distinct core per rank) has a core of its own, so it
+// counts the machine's cores, not its mask's one: taking the mask at its word made pinned
+// ranks yield on every wait, and a busy process sharing the core then took a whole scheduler
+// slice (~4 ms) from every collective.
+int usable_cores(bool* pinned) {
+  int online = int(std::max(1u, std::thread::hardware_concurrency()));
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
+  *pinned = false;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return online;
+  int mask = std::max(1, CPU_COUNT(&set));
+  *pinned = mask == 1 && online > 1;
+  return *pinned ? online : mask;
 }
 
 inline void cpu_relax() {
@@ -45,11 +54,19 @@ void Notifier::wait_until(uint64_t seen, steady_clock::time_point until) {
 
 Backoff::Policy Backoff::policy_for(int local_ranks) {
   Policy p;
-  if (local_ranks <= usable_cores()) {
+  bool pinned = false;
+  if (local_ranks <= usable_cores(&pinned)) {
     // Every rank has a core: spinning is free and gives the lowest latency.
     p.spin = microseconds(100);
     p.yield = milliseconds(2);
     p.max_sleep = microseconds(200);
+    if (pinned) {
+      // A core of its own (see Policy::adaptive): poll like MPI does, but not forever. Under
+      // one competing process this held 17-21 GB/s at 4 MiB where the adaptive budget
+      // collapsed to 0.5 GB/s (2 ranks, docs/benchmarks.md).
+      p.spin = milliseconds(5);
+      p.adaptive = false;
+    }
   } else {
     // Oversubscribed: the peer we wait for may need our core. Yield at once (which hands it
     // the core), sleep only after a while: a sleeper wakes 10+ us after its data came, and with

@@ -24,9 +24,9 @@ namespace cohort::comm::transport {
 class AdaptiveSpin {
  public:
   static constexpr std::chrono::nanoseconds kFloor{std::chrono::microseconds(2)};
-  void reset(std::chrono::nanoseconds max) {
+  void reset(std::chrono::nanoseconds max, bool adaptive = true) {
     max_ = now_ = max;
-    floor_ = std::min(max, kFloor);
+    floor_ = adaptive ? std::min(max, kFloor) : max;
   }
   std::chrono::nanoseconds now() const { return now_; }
   // `paused`: the wait polled in vain at least once; `gave_up_spinning`: it went past spinning.
@@ -70,7 +70,12 @@ struct WaitHint {
 class Backoff {
  public:
   struct Policy {
-    std::chrono::nanoseconds spin{0};   // busy-poll this long first
+    std::chrono::nanoseconds spin{0};  // busy-poll this long first
+    // Whether the spin budget adapts (AdaptiveSpin). Not for a rank pinned to a core of its
+    // own: nobody else of the job needs that core, and a budget halved while the peer was
+    // descheduled made it yield, which on a loaded machine hands the core to another process
+    // for a whole scheduler slice.
+    bool adaptive = true;
     std::chrono::nanoseconds yield{0};  // then sched_yield this long
     std::chrono::nanoseconds max_sleep{std::chrono::microseconds(500)};
   };

@@ -83,7 +83,7 @@ std::unique_ptr<Context> Context::create(const Device& device, rendezvous::Store
   ctx->faults_ = device.options().faults;
   if (size > 1) ctx->connect(device, store, options);
   ctx->backoff_policy_ = Backoff::policy_for(ctx->local_ranks_);
-  ctx->spin_.reset(ctx->backoff_policy_.spin);
+  ctx->spin_.reset(ctx->backoff_policy_.spin, ctx->backoff_policy_.adaptive);
   return ctx;
 }
 

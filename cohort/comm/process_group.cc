@@ -13,6 +13,7 @@ class NativeProcessGroup final : public ProcessGroup {
   Work allreduce_async(const AllreduceOptions& o) override { return comm::allreduce_async(*c_, o); }
   void broadcast(const BroadcastOptions& o) override { comm::broadcast(*c_, o); }
   void allgather(const AllgatherOptions& o) override { comm::allgather(*c_, o); }
+  SharedBuffer alloc_shared(size_t bytes) override { return c_->alloc_shared(bytes); }
   void barrier(std::chrono::milliseconds timeout) override {
     comm::barrier(*c_, {.timeout = timeout});
   }

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "cohort/comm/collectives.h"
+#include "cohort/comm/shared_buffer.h"
 
 namespace cohort::comm {
 
@@ -32,6 +33,11 @@ class ProcessGroup {
   // (documented by the backend).
   virtual uint64_t bytes_sent() const = 0;
   virtual uint64_t bytes_received() const = 0;
+
+  // Memory that collectives of this group move fastest (the native backend's shared arena,
+  // shared_buffer.h): what DDP allocates its buckets from. Empty where the backend has none
+  // (MPI, ranks on several hosts): use ordinary memory then.
+  virtual SharedBuffer alloc_shared(size_t bytes) { return {}; }
 };
 
 // The native backend: wraps (and keeps alive) a Communicator.

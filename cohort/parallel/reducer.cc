@@ -2,7 +2,10 @@
 // collectives and the end of the pass (steps 3-4) are in reducer_comm.cc.
 #include "cohort/parallel/reducer.h"
 
+#include <cstring>
+
 #include "cohort/autograd/engine.h"
+#include "cohort/core/logging.h"
 
 namespace cohort::parallel {
 namespace {
@@ -40,6 +43,25 @@ Reducer::~Reducer() {
   drain();
 }
 
+// A bucket's flat f32 buffer, from the group's shared arena where it has one: the allreduce of
+// such buffers reads peers' buckets in place (three small exchanges instead of a ring of
+// chunks, each of which needs both ranks' communication threads awake). Ordinary memory when
+// there is no arena or it is full.
+Tensor Reducer::bucket_buffer(size_t numel) {
+  size_t bytes = numel * sizeof(float);
+  try {
+    auto shared = std::make_shared<comm::SharedBuffer>(group_.alloc_shared(bytes));
+    if (*shared) {
+      std::memset(shared->data(), 0, bytes);
+      void* data = shared->data();
+      return from_external(data, {int64_t(numel)}, DType::f32, std::move(shared));
+    }
+  } catch (const IoError& e) {
+    log::warn("ddp", "gradient bucket of ", bytes, " bytes in ordinary memory: ", e.what());
+  }
+  return zeros({int64_t(numel)});
+}
+
 void Reducer::build_buckets(const std::vector<size_t>& order) {
   std::vector<int64_t> numels;
   for (const Param& p : params_) numels.push_back(p.tensor.numel());
@@ -48,7 +70,7 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
   buckets_.resize(layouts.size());
   slots_.assign(params_.size(), Slot{});
   for (size_t b = 0; b < layouts.size(); ++b) {
-    buckets_[b].flat = zeros({int64_t(layouts[b].numel)});
+    buckets_[b].flat = bucket_buffer(layouts[b].numel);
     for (size_t k = 0; k < layouts[b].params.size(); ++k) slots_[layouts[b].params[k]] = {b, k};
     buckets_[b].layout = std::move(layouts[b]);
   }

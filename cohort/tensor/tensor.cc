@@ -45,8 +45,11 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
   COHORT_CHECK_ARG(device.is_cpu(), "device ", device.str(), " is not available in this build");
   data_ = CpuAllocator::instance().allocate(nbytes, &rounded_);
 }
+Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
+    : data_(data), nbytes_(nbytes), device_(Device::cpu()), owner_(std::move(owner)) {}
+
 Storage::~Storage() {
-  CpuAllocator::instance().deallocate(data_, rounded_);
+  if (!owner_) CpuAllocator::instance().deallocate(data_, rounded_);
 }
 
 TensorImpl& Tensor::impl() const {
@@ -157,6 +160,20 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
     COHORT_CHECK_ARG(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
   auto t = std::make_shared<TensorImpl>();
   t->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device);
+  t->shape = shape;
+  t->strides = contiguous_strides(shape);
+  t->dtype = dtype;
+  return Tensor(std::move(t));
+}
+
+Tensor from_external(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner) {
+  for (int64_t d : shape)
+    COHORT_CHECK_ARG(d >= 0, "from_external: negative dimension in shape ", shape_str(shape));
+  size_t nbytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  COHORT_CHECK_ARG(data != nullptr || nbytes == 0, "from_external: null data for shape ",
+                   shape_str(shape));
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = std::make_shared<Storage>(data, nbytes, std::move(owner));
   t->shape = shape;
   t->strides = contiguous_strides(shape);
   t->dtype = dtype;

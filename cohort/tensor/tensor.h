@@ -31,6 +31,8 @@ Shape contiguous_strides(const Shape& s);
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Memory owned elsewhere (e.g. a communicator's shared arena), kept alive by `owner`.
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -43,6 +45,7 @@ class Storage {
   size_t nbytes_ = 0;
   size_t rounded_ = 0;
   Device device_;
+  std::shared_ptr<void> owner_;  // external memory: released with it, not by the allocator
 };
 
 class Tensor;
@@ -150,6 +153,9 @@ Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+// A contiguous CPU tensor over memory owned elsewhere; `owner` keeps it alive as long as any
+// tensor views it (torch.from_blob with a deleter). No copy.
+Tensor from_external(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner);
 Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape);
 Tensor arange(int64_t n, DType dtype = DType::f32);
 // Counter-based random fills (Philox): element i depends only on (seed, i).

@@ -40,22 +40,29 @@ std::vector<float> reference(int world) {
 // params[rank][step]: every rank's parameters after every step.
 using History = std::vector<std::vector<std::vector<float>>>;
 
-History train_ddp(int world) {
+// shared_arena: buckets in the communicators' shared arenas, reduced in place by every bucket
+// size (Algorithm::kSharedBuffers); otherwise these small buckets take the rings.
+History train_ddp(int world, bool shared_arena = false) {
   History params(static_cast<size_t>(world), std::vector<std::vector<float>>(kSteps));
-  run_world(world, [&](int r, PG pg) {
-    nn::MLP model(kSizes, {.seed = 7});
-    DDP ddp(model, pg, kSmallBuckets);
-    optim::SGD opt(model.named_parameters(), kSgd);
-    for (int s = 0; s < kSteps; ++s) {
-      auto [x, y] = rows_of(step_batch(world, s), r * kPerRank, (r + 1) * kPerRank);
-      Tensor loss = nn::cross_entropy(ddp(x), y);
-      opt.zero_grad();
-      loss.backward();
-      opt.step();
-      params[size_t(r)][size_t(s)] = flat_params(model);
-    }
-    EXPECT_GE(ddp.last_step().buckets, 3);
-  });
+  comm::CommOptions options = ddp_comm_options();
+  options.shared_buffers_min_bytes = shared_arena ? 1 : size_t{1} << 40;
+  run_world(
+      world,
+      [&](int r, PG pg) {
+        nn::MLP model(kSizes, {.seed = 7});
+        DDP ddp(model, pg, kSmallBuckets);
+        optim::SGD opt(model.named_parameters(), kSgd);
+        for (int s = 0; s < kSteps; ++s) {
+          auto [x, y] = rows_of(step_batch(world, s), r * kPerRank, (r + 1) * kPerRank);
+          Tensor loss = nn::cross_entropy(ddp(x), y);
+          opt.zero_grad();
+          loss.backward();
+          opt.step();
+          params[size_t(r)][size_t(s)] = flat_params(model);
+        }
+        EXPECT_GE(ddp.last_step().buckets, 3);
+      },
+      options);
   return params;
 }
 
@@ -84,6 +91,18 @@ TEST_P(DdpEquivalence, MatchesOneModelOnTheUnionBatchAndRanksAreBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, DdpEquivalence, ::testing::Values(2, 3, 4));
+
+// Buckets reduced in place in the shared arenas: the same training, every rank bit-identical,
+// bit-identical run to run, and with two ranks (a + b either way) identical to the rings.
+TEST(DdpSharedArena, MatchesTheReferenceAndTheRings) {
+  for (int world : {2, 3}) {
+    History got = train_ddp(world, /*shared_arena=*/true);
+    for (int r = 1; r < world; ++r) EXPECT_EQ(got[size_t(r)][kSteps - 1], got[0][kSteps - 1]);
+    expect_close(got[0][kSteps - 1], reference(world));
+    EXPECT_EQ(got[0][kSteps - 1], train_ddp(world, true)[0][kSteps - 1]) << world;
+    if (world == 2) EXPECT_EQ(got[0][kSteps - 1], train_ddp(2)[0][kSteps - 1]);
+  }
+}
 
 TEST(DdpDeterminism, TwoRunsAreBitIdentical) {
   EXPECT_EQ(train_ddp(2)[0][kSteps - 1], train_ddp(2)[0][kSteps - 1]);

@@ -113,6 +113,22 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
   return {};
 }
 
+// Rank 0 could not load the checkpoint. Every rank says so, then all meet before anyone exits:
+// the launcher stops the job as soon as the first rank exits, and a rank still on its way to
+// printing the reason would be stopped silently.
+[[noreturn]] void fail_resume_together(Trainer::State& s, std::exception_ptr error,
+                                       const std::string& resume) {
+  std::string why = detail::str("rank 0 could not load the checkpoint to resume from (", resume,
+                                "); see its error");
+  if (!error) log::error("ckpt", why);
+  try {
+    s.world->group->barrier(std::chrono::seconds(10));
+  } catch (const std::exception&) {  // a peer already gone: nothing more to wait for
+  }
+  if (error) std::rethrow_exception(error);
+  throw IoError(why);
+}
+
 std::optional<ckpt::CheckpointData> find_resume_checkpoint(Trainer::State& s) {
   std::string resume = s.cfg.get_string("run.resume");
   if (resume.empty() && s.world->restart_count > 0) resume = "auto";
@@ -134,9 +150,7 @@ std::optional<ckpt::CheckpointData> find_resume_checkpoint(Trainer::State& s) {
     }
   }
   chosen = agree_on_step(s, chosen);
-  if (error) std::rethrow_exception(error);
-  COHORT_CHECK_IO(chosen != kFailed, "rank 0 could not load the checkpoint to resume from (",
-                  resume, "); see its error");
+  if (chosen == kFailed) fail_resume_together(s, error, resume);
   if (chosen == kNone) return std::nullopt;
   if (!s.world->is_chief()) {  // rank 0's choice: its newest, or the explicit path
     std::string newest = step_dir(s.ckpt->dir(), chosen);

@@ -103,11 +103,13 @@ std::vector<std::string> Attempt::worker_env(int local_rank) const {
 }
 
 void Attempt::spawn_all() {
+  std::vector<int> cpus = worker_cpus(options_.bind, options_.nproc_per_node, usable_cpus());
   for (int local = 0; local < options_.nproc_per_node; ++local) {
     const int rank = options_.node_rank * options_.nproc_per_node + local;
     workers_.push_back(std::make_unique<Worker>(rank, local, options_.tag_output));
     Worker& w = *workers_.back();
-    w.proc = spawn_child(SpawnSpec{options_.command, worker_env(local)});
+    int cpu = cpus.empty() ? -1 : cpus[size_t(local)];
+    w.proc = spawn_child(SpawnSpec{options_.command, worker_env(local), cpu});
     w.running = true;
   }
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -33,8 +34,10 @@ void write_all_raw(int fd, const char* p, size_t n) {
 
 // Runs in the child between fork and exec: async-signal-safe calls only.
 [[noreturn]] void exec_child(pid_t launcher, int out_w, int err_w, int null_fd, char** argv,
-                             char** envp, const char* fail_msg, size_t fail_len) {
+                             char** envp, const char* fail_msg, size_t fail_len,
+                             const cpu_set_t* cpus) {
   setpgid(0, 0);
+  if (cpus) sched_setaffinity(0, sizeof(*cpus), cpus);  // best effort: unpinned still works
   // Die with the launcher; if it already died before prctl took effect, we were reparented.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(127);
@@ -70,6 +73,9 @@ ChildProcess spawn_child(const SpawnSpec& spec) {
   for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   const std::string fail_msg = "cohort run: cannot execute '" + spec.argv[0] + "': ";
+  cpu_set_t cpus;  // prepared before fork: the child may only make async-signal-safe calls
+  CPU_ZERO(&cpus);
+  if (spec.cpu >= 0 && spec.cpu < CPU_SETSIZE) CPU_SET(spec.cpu, &cpus);
 
   int out[2] = {-1, -1}, err[2] = {-1, -1};
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -92,7 +98,7 @@ ChildProcess spawn_child(const SpawnSpec& spec) {
   pid_t pid = ::fork();
   if (pid == 0) {
     exec_child(launcher, out[1], err[1], null_fd, argv.data(), envp.data(), fail_msg.data(),
-               fail_msg.size());
+               fail_msg.size(), spec.cpu >= 0 ? &cpus : nullptr);
   }
   int fork_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);

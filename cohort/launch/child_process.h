@@ -11,6 +11,7 @@ namespace cohort::launch::detail {
 struct SpawnSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH (execvp)
   std::vector<std::string> env;   // the complete environment, "KEY=VALUE" each
+  int cpu = -1;                   // >= 0: pin the child to this CPU (binding.h)
 };
 
 struct ChildProcess {

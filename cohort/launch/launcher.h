@@ -40,6 +40,8 @@
 #include <utility>
 #include <vector>
 
+#include "cohort/launch/binding.h"
+
 namespace cohort::launch {
 
 struct LaunchOptions {
@@ -51,7 +53,8 @@ struct LaunchOptions {
                          // launcher hosts it on 127.0.0.1 with an OS-chosen port
   int max_restarts = 0;  // restart all local workers after a failure, K times
   std::chrono::milliseconds stop_grace = std::chrono::seconds(5);  // SIGTERM -> SIGKILL
-  bool tag_output = true;  // prefix each output line with "[rank R] "
+  bool tag_output = true;   // prefix each output line with "[rank R] "
+  Bind bind = Bind::kAuto;  // pin local workers to cores (binding.h)
   std::vector<std::pair<std::string, std::string>> extra_env;  // added to every worker
 };
 

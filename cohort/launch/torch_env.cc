@@ -49,9 +49,10 @@ std::optional<uint16_t> fetch_port(const JobPlan& plan, uint16_t store_port, Sig
     } catch (const Timeout&) {
       // node 0 is not up yet, or has not published: try again until the deadline
     }
-    COHORT_CHECK_T(Clock::now() < deadline, Timeout, "cohort run: node 0's launcher did not publish ",
-                   "MASTER_PORT in the store at ", plan.store_host, ":", store_port, " within ",
-                   wait.count() / 1000, " s (is node 0 running with the same --master and secret?)");
+    COHORT_CHECK_T(Clock::now() < deadline, Timeout,
+                   "cohort run: node 0's launcher did not publish ", "MASTER_PORT in the store at ",
+                   plan.store_host, ":", store_port, " within ", wait.count() / 1000,
+                   " s (is node 0 running with the same --master and secret?)");
   }
 }
 

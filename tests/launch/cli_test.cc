@@ -48,8 +48,7 @@ TEST(RunCli, TorchrunStyleRendezvousOnMasterPortWorks) {
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 0] sum of ranks 3 over 3 at 127.0.0.1\n"), std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("[rank 2] rank 2 of 3 reached rank 0\n"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("[rank 2] rank 2 of 3 reached rank 0\n"), std::string::npos) << r.output;
 }
 
 // `cohort run` as a drop-in for torchrun: an unchanged torch.distributed program (gloo) finds

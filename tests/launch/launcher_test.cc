@@ -96,10 +96,10 @@ TEST(Launcher, WorkersAlsoGetTorchrunsVariablesWithAPortOfTheirOwn) {
   // Each rank writes its environment atomically (tmp + mv). In the first attempt rank 1 fails,
   // but only once rank 0's file is complete: the launcher stops rank 0 as soon as rank 1 exits.
   std::string file = dir.path() + "/env.$COHORT_RESTART_COUNT.$COHORT_RANK";
-  LaunchOptions o = sh(2, "env > " + file + ".tmp && mv " + file + ".tmp " + file + "; " +
-                              "if [ $COHORT_RESTART_COUNT = 0 ] && [ $COHORT_RANK = 1 ]; then " +
-                              "until [ -f " + dir.path() + "/env.0.0 ]; do sleep 0.01; done; " +
-                              "exit 3; fi; exit 0");
+  LaunchOptions o =
+      sh(2, "env > " + file + ".tmp && mv " + file + ".tmp " + file + "; " +
+                "if [ $COHORT_RESTART_COUNT = 0 ] && [ $COHORT_RANK = 1 ]; then " + "until [ -f " +
+                dir.path() + "/env.0.0 ]; do sleep 0.01; done; " + "exit 3; fi; exit 0");
   o.max_restarts = 1;
   LaunchResult r = run(o);
   ASSERT_EQ(r.exit_code, 0) << r.message;

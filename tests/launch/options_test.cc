@@ -129,10 +129,11 @@ TEST(LaunchSecret, ASecretFileIsReadAndPassedAsHex) {
 TEST(LaunchSecret, SecondNodeWorkersGetGlobalRanksTheMastersAddressAndItsTorchPort) {
   TempDir dir;
   const uint16_t store_port = detail::pick_free_port("127.0.0.1");
-  const std::string seen = "echo $COHORT_RANK $COHORT_WORLD_SIZE $COHORT_LOCAL_RANK "
-                           "$COHORT_NODE_RANK $COHORT_MASTER_ADDR:$COHORT_MASTER_PORT "
-                           "$GROUP_RANK $MASTER_ADDR:$MASTER_PORT $COHORT_JOB_SECRET > " +
-                           dir.path() + "/seen.$COHORT_RANK";
+  const std::string seen =
+      "echo $COHORT_RANK $COHORT_WORLD_SIZE $COHORT_LOCAL_RANK "
+      "$COHORT_NODE_RANK $COHORT_MASTER_ADDR:$COHORT_MASTER_PORT "
+      "$GROUP_RANK $MASTER_ADDR:$MASTER_PORT $COHORT_JOB_SECRET > " +
+      dir.path() + "/seen.$COHORT_RANK";
   // Node 0's workers stay until node 1's have run, as ranks that rendezvous would: node 0's
   // launcher (and the store with the port in it) lives as long as its workers.
   const std::string stay = "; for i in $(seq 1000); do [ -s " + dir.file("seen.2") + " ] && [ -s " +

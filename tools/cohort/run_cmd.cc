@@ -12,12 +12,14 @@ namespace {
 
 struct RunCmdOptions {
   launch::LaunchOptions launch;
+  std::string bind = "auto";
   bool no_tag = false;
   double stop_grace_s = 5.0;
 };
 
 int run_launch(RunCmdOptions& o) {
   o.launch.tag_output = !o.no_tag;
+  o.launch.bind = launch::parse_bind(o.bind);
   o.launch.stop_grace =
       std::chrono::milliseconds(static_cast<long long>(o.stop_grace_s * 1000.0 + 0.5));
   launch::LaunchResult r = launch::run(o.launch);
@@ -44,6 +46,9 @@ void add_run_command(CLI::App& app, Handlers& h) {
       ->capture_default_str();
   cmd->add_option("--stop-grace", o->stop_grace_s,
                   "Seconds between SIGTERM and SIGKILL when stopping workers")
+      ->capture_default_str();
+  cmd->add_option("--bind", o->bind,
+                  "Pin workers to cores: auto (when they fit on the cores, as mpirun), core, none")
       ->capture_default_str();
   cmd->add_flag("--no-tag", o->no_tag, "Do not prefix output lines with [rank R]");
   cmd->add_option("command", o->launch.command, "PROGRAM ARGS... (after --)")->required();

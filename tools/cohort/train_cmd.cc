@@ -18,6 +18,7 @@ struct TrainArgs {
   int workers = 0;  // 0: train in this process
   std::string resume;
   int max_restarts = 0;
+  std::string bind = "auto";
 };
 
 int train_here(const TrainArgs& a) {
@@ -39,6 +40,7 @@ int launch_workers(const TrainArgs& a) {
   if (!a.resume.empty()) o.command.insert(o.command.end(), {"--resume", a.resume});
   o.nproc_per_node = a.workers;
   o.max_restarts = a.max_restarts;
+  o.bind = launch::parse_bind(a.bind);
   launch::LaunchResult r = launch::run(o);
   if (r.exit_code != 0) std::fprintf(stderr, "cohort train: %s\n", r.message.c_str());
   return r.exit_code;
@@ -59,6 +61,10 @@ void add_train_command(CLI::App& app, Handlers& h) {
   cmd->add_option("--resume", a->resume,
                   "`auto`: continue from the newest checkpoint that verifies; or a checkpoint "
                   "directory (sets run.resume)");
+  cmd->add_option("--bind", a->bind,
+                  "With --workers: pin workers to cores (auto: when they fit, as mpirun; core; "
+                  "none)")
+      ->capture_default_str();
   cmd->add_option("--max-restarts", a->max_restarts,
                   "With --workers: restart all workers up to K times after a failure; they "
                   "resume from the newest checkpoint")

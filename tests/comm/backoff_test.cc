@@ -1,5 +1,6 @@
 // The adaptive spin budget of transport waits (cohort/comm/transport/backoff.h).
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include "cohort/comm/transport/backoff.h"
 
@@ -55,6 +56,34 @@ TEST(Backoff, ReportsWhetherItPausedAndGaveUpSpinning) {
   b.pause(nullptr, 0, /*polling=*/true, deadline);
   EXPECT_TRUE(b.paused());
   EXPECT_TRUE(b.gave_up_spinning());  // no spin budget: the first pause yields
+}
+
+
+// A thread pinned to one CPU of a multi-core machine has a core of its own: it polls long and
+// without adapting (the one-CPU mask used to read as "more ranks than cores", so every wait
+// yielded, and beside a busy process each yield cost a scheduler slice). Unpinned, the usual
+// adaptive budget; more ranks than cores, no spinning at all.
+TEST(BackoffPolicy, APinnedRankPollsLongWithoutAdapting) {
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "needs 2 CPUs";
+  auto unpinned = Backoff::policy_for(2);
+  EXPECT_TRUE(unpinned.adaptive);
+  EXPECT_EQ(unpinned.spin, std::chrono::microseconds(100));
+  EXPECT_EQ(Backoff::policy_for(CPU_COUNT(&all) + 1).spin, std::chrono::nanoseconds(0));
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  auto pinned = Backoff::policy_for(2);
+  sched_setaffinity(0, sizeof(all), &all);  // restore before any assertion can return
+  EXPECT_FALSE(pinned.adaptive);
+  EXPECT_EQ(pinned.spin, std::chrono::milliseconds(5));
+  AdaptiveSpin spin;
+  spin.reset(pinned.spin, pinned.adaptive);
+  spin.update(/*paused=*/true, /*gave_up_spinning=*/true);
+  EXPECT_EQ(spin.now(), std::chrono::milliseconds(5));  // no halving
 }
 
 }  // namespace

@@ -59,6 +59,15 @@ void allreduce_shared_buffers(Exec& ex, const char* in, char* out, size_t count)
   const transport::ShmArena& own = *ex.own_arena();
   auto offsets = exchange(ex, {own.offset_of(in), own.offset_of(out)});
   auto arena_of = [&](int k) { return k == r ? &own : ex.peer_arena(k); };
+  size_t bytes = count * ex.elem();
+  for (int k = 0; k < n; ++k) {  // a peer's offsets must lie in its arena: never read past it
+    const Offsets& o = offsets[size_t(k)];
+    size_t size = arena_of(k)->size();
+    COHORT_CHECK_IO(o.in <= size && o.out <= size && bytes <= size - o.in && bytes <= size - o.out,
+                    "allreduce (shared buffers): rank ", k, " sent buffer offsets ", o.in, "/",
+                    o.out, " for ", bytes, " bytes, outside its ", size,
+                    "-byte arena; is it another cohort version?");
+  }
   std::vector<const char*> ins(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) ins[size_t(k)] = arena_of(k)->base() + offsets[size_t(k)].in;
   Segments segs = Segments::even(count, n);

@@ -1,6 +1,7 @@
 // Reducing and rooted collectives: argument checks, algorithm choice, dispatch.
 #include "cohort/comm/collectives.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "cohort/comm/algorithms/algorithms.h"
@@ -73,6 +74,8 @@ bool use_shared_buffers(const Communicator& c, const AllreduceOptions& o, size_t
 Communicator::Op allreduce_op(Communicator& c, const AllreduceOptions& o) {
   check_common("allreduce", c, o.dtype, o.count, o.output, "output");
   check_reduce_op(o.op, "allreduce");
+  COHORT_CHECK_ARG(o.count <= SIZE_MAX / dtype_size(o.dtype), "allreduce on rank ", c.rank(),
+                   ": count ", o.count, " overflows a byte size");
   size_t bytes = o.count * dtype_size(o.dtype);
   Algorithm algo = o.algorithm;
   if (algo == Algorithm::kAuto) {
@@ -93,7 +96,7 @@ Communicator::Op allreduce_op(Communicator& c, const AllreduceOptions& o) {
   const HostTopology* topo = &c.topology();  // the communicator outlives its operations
   op.body = [o, algo, bytes, chunk, topo](Exec& ex) {
     char* out = static_cast<char*>(o.output);
-    if (algo == Algorithm::kSharedBuffers) {  // reads the input in place
+    if (algo == Algorithm::kSharedBuffers && ex.size() > 1) {  // reads the input in place
       const char* in = static_cast<const char*>(o.input ? o.input : o.output);
       return algo::allreduce_shared_buffers(ex, in, out, o.count);
     }

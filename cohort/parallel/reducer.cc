@@ -47,13 +47,14 @@ Reducer::~Reducer() {
 // such buffers reads peers' buckets in place (three small exchanges instead of a ring of
 // chunks, each of which needs both ranks' communication threads awake). Ordinary memory when
 // there is no arena or it is full.
-Tensor Reducer::bucket_buffer(size_t numel) {
+Tensor Reducer::bucket_buffer(size_t numel, bool* in_arena) {
   size_t bytes = numel * sizeof(float);
   try {
     auto shared = std::make_shared<comm::SharedBuffer>(group_.alloc_shared(bytes));
     if (*shared) {
       std::memset(shared->data(), 0, bytes);
       void* data = shared->data();
+      *in_arena = true;
       return from_external(data, {int64_t(numel)}, DType::f32, std::move(shared));
     }
   } catch (const IoError& e) {
@@ -69,10 +70,25 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
   buckets_.clear();
   buckets_.resize(layouts.size());
   slots_.assign(params_.size(), Slot{});
+  bool all_shared = true;
   for (size_t b = 0; b < layouts.size(); ++b) {
-    buckets_[b].flat = bucket_buffer(layouts[b].numel);
+    bool shared = false;
+    buckets_[b].flat = bucket_buffer(layouts[b].numel, &shared);
+    all_shared &= shared;
     for (size_t k = 0; k < layouts[b].params.size(); ++k) slots_[layouts[b].params[k]] = {b, k};
     buckets_[b].layout = std::move(layouts[b]);
+  }
+  // Every rank must pass arena buffers to a bucket's allreduce, or none (the algorithm is
+  // chosen from them): if any rank could not get arena memory (a full /dev/shm), all use
+  // ordinary memory.
+  int32_t shared = all_shared ? 1 : 0;
+  group_.allreduce({.output = &shared,
+                    .count = 1,
+                    .dtype = comm::DType::i32,
+                    .op = comm::ReduceOp::min,
+                    .timeout = options_.timeout});
+  if (shared == 0 && all_shared) {
+    for (Bucket& b : buckets_) b.flat = zeros({int64_t(b.layout.numel)});
   }
 }
 

@@ -78,7 +78,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   };
 
   void build_buckets(const std::vector<size_t>& order);
-  Tensor bucket_buffer(size_t numel);
+  Tensor bucket_buffer(size_t numel, bool* in_arena);
   void on_grad_ready(size_t p);
   void begin_iteration();
   void mark_ready(size_t p, const Tensor& grad);

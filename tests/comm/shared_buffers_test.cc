@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cohort/comm/transport/shm/shm_arena.h"
+#include "cohort/rendezvous/hash_store.h"
 #include "tests/comm/collective_util.h"
 
 namespace cohort::comm {
@@ -135,6 +136,53 @@ TEST(SharedBuffers, ARankWithoutArenaBuffersIsAMismatchNamingBothAlgorithms) {
   EXPECT_TRUE(named) << msgs[0] << " | " << msgs[1];
 }
 
+// Arenas only work if every rank has one: a rank configured without (size 0) turns them off
+// on all ranks instead of leaving some ranks to pick the in-place algorithm alone.
+TEST(SharedBuffers, ARankWithoutAnArenaTurnsThemOffEverywhere) {
+  auto store = std::make_shared<rendezvous::HashStore>();
+  run_ranks(3, [&](int r) {
+    CommOptions o = arena_options();
+    if (r == 1) o.device.shm_arena_bytes = 0;
+    auto c = Communicator::create(store, r, 3, o);
+    EXPECT_FALSE(c->has_shared_arena()) << "rank " << r;
+    EXPECT_FALSE(c->alloc_shared(4096));
+    std::vector<float> x(1000, 1.0f);
+    allreduce(*c, {.output = x.data(), .count = x.size()});
+    EXPECT_EQ(x[999], 3.0f);
+  });
+}
+
+// Ranks may configure different arena sizes: each maps its peers' arenas at their real size.
+TEST(SharedBuffers, RanksWithDifferentArenaSizesStillReduceInPlace) {
+  auto store = std::make_shared<rendezvous::HashStore>();
+  run_ranks(2, [&](int r) {
+    CommOptions o = arena_options();
+    o.device.shm_arena_bytes = r == 0 ? size_t{1} << 20 : size_t{8} << 20;
+    auto c = Communicator::create(store, r, 2, o);
+    const size_t count = 200000;  // 800 KB: near the end of rank 0's 1 MiB arena
+    SharedBuffer b = c->alloc_shared(count * 4);
+    for (size_t i = 0; i < count; ++i) b.as<float>()[i] = float(r + 1);
+    allreduce(*c, {.output = b.data(), .count = count});
+    EXPECT_EQ(b.as<float>()[count - 1], 3.0f);
+  });
+}
+
+// A world of one has no peers and so no arena: asking for the algorithm is a clear error, and
+// the default path still copies input to output.
+TEST(SharedBuffers, AWorldOfOneHasNoArenaAndSaysSo) {
+  with_comms(1, arena_options(), [&](Communicator& c) {
+    EXPECT_FALSE(c.has_shared_arena());
+    std::vector<float> in(100, 2.0f), out(100, 0.0f);
+    EXPECT_THROW(allreduce(c, {.input = in.data(),
+                               .output = out.data(),
+                               .count = 100,
+                               .algorithm = Algorithm::kSharedBuffers}),
+                 InvalidArgument);
+    allreduce(c, {.input = in.data(), .output = out.data(), .count = 100});
+    EXPECT_EQ(out[99], 2.0f);
+  });
+}
+
 TEST(ShmArena, AllocatesAlignedReusesFreedSpaceAndSaysWhenFull) {
   std::string name;
   auto arena = transport::ShmArena::create(size_t{1} << 20, 0, &name);
@@ -157,6 +205,9 @@ TEST(ShmArena, AllocatesAlignedReusesFreedSpaceAndSaysWhenFull) {
     EXPECT_NE(std::string(e.what()).find("is full"), std::string::npos) << e.what();
   }
   EXPECT_THROW(arena->release(static_cast<char*>(all) + 64), InvalidArgument);
+  arena->release(all);
+  EXPECT_THROW(arena->allocate(SIZE_MAX - 8), IoError);  // no wrap-around to a small block
+  EXPECT_EQ(arena->bytes_in_use(), 0u);
 }
 
 TEST(SharedBuffers, ABufferKeepsItsArenaMappedAfterTheCommunicatorIsGone) {

@@ -107,7 +107,7 @@ void Context::connect(const Device& device, rendezvous::Store& store,
   }
   Plan plan = plan_peers(dev, store, options.prefix, deadline);
   connect_pairs(plan, dev, store, options.prefix, deadline);
-  if (dev.shm_arena_bytes > 0 && int(plan.shm_peers.size()) == size_ - 1) {
+  if (int(plan.shm_peers.size()) == size_ - 1) {
     connect_arenas(dev, store, options.prefix, deadline);
   }
   std::vector<TcpPair*> tcp_pairs;
@@ -209,14 +209,21 @@ void Context::connect_pairs(const Plan& plan, const DeviceOptions& dev, rendezvo
 void Context::connect_arenas(const DeviceOptions& dev, rendezvous::Store& store,
                              const std::string& prefix, Deadline deadline) {
   auto key = [&](int r) { return detail::str(prefix, "/arena/", r); };
-  std::string name;
-  arena_ = ShmArena::create(dev.shm_arena_bytes, rank_, &name);
+  // A rank without an arena (shm_arena_bytes == 0) publishes "none"; then nobody keeps one,
+  // since an allreduce in place needs every rank's buffer in an arena.
+  std::string name = "none";
+  if (dev.shm_arena_bytes > 0) arena_ = ShmArena::create(dev.shm_arena_bytes, rank_, &name);
   store.set_string(key(rank_), name);
   peer_arenas_.resize(size_t(size_));
+  bool everyone = arena_ != nullptr;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     std::string peer_name = store.get_string(key(r), left_until(deadline));
-    peer_arenas_[size_t(r)] = ShmArena::open(peer_name, dev.shm_arena_bytes, r);
+    if (peer_name == "none") {
+      everyone = false;
+    } else if (arena_) {
+      peer_arenas_[size_t(r)] = ShmArena::open(peer_name, r);
+    }
     store.set_string(detail::str(key(r), "/mapped-by/", rank_), "1");
   }
   std::vector<std::string> acks;
@@ -224,7 +231,11 @@ void Context::connect_arenas(const DeviceOptions& dev, rendezvous::Store& store,
     if (r != rank_) acks.push_back(detail::str(key(rank_), "/mapped-by/", r));
   }
   store.wait(acks, left_until(deadline));
-  arena_->unlink_name();
+  if (arena_) arena_->unlink_name();
+  if (!everyone) {
+    arena_.reset();
+    peer_arenas_.assign(size_t(size_), nullptr);
+  }
 }
 
 }  // namespace cohort::comm::transport

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,11 +50,18 @@ std::shared_ptr<ShmArena> ShmArena::create(size_t bytes, int rank, std::string* 
   return a;
 }
 
-std::shared_ptr<ShmArena> ShmArena::open(const std::string& name, size_t bytes, int owner) {
-  std::shared_ptr<ShmArena> a(new ShmArena(bytes, owner));
+std::shared_ptr<ShmArena> ShmArena::open(const std::string& name, int owner) {
   int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
   COHORT_CHECK_IO(fd >= 0, "shm arena: cannot open /dev/shm", name, " of rank ", owner, ": ",
                   std::strerror(errno), " (is rank ", owner, " on this host?)");
+  // Map the size the owner gave it (ranks may configure different sizes): mapping past the end
+  // of the file would be a SIGBUS on first touch.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
+    ::close(fd);
+    throw IoError(detail::str("shm arena: cannot size rank ", owner, "'s arena ", name));
+  }
+  std::shared_ptr<ShmArena> a(new ShmArena(size_t(st.st_size), owner));
   a->map(fd);
   ::close(fd);
   return a;
@@ -79,11 +87,16 @@ void ShmArena::unlink_name() {
 
 void* ShmArena::allocate(size_t bytes) {
   COHORT_CHECK_ARG(fd_ >= 0, "shm arena: allocate on rank ", owner_, "'s arena from a peer");
+  if (bytes > bytes_) {
+    throw IoError(detail::str("shm arena of rank ", owner_, " is full: ", bytes,
+                              " bytes requested, the arena has ", bytes_,
+                              " (raise DeviceOptions::shm_arena_bytes)"));
+  }
   size_t want = std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < want) continue;
-    size_t off = it->first, left = it->second - want;
+    size_t off = it->first, len = it->second, left = len - want;
     free_.erase(it);
     if (left > 0) free_[off + want] = left;
     // Reserve the pages now: a full /dev/shm is this error, not a SIGBUS later.
@@ -91,7 +104,8 @@ void* ShmArena::allocate(size_t bytes) {
            hi = std::min(bytes_, (off + want + kPage - 1) / kPage * kPage);
     int err = ::posix_fallocate(fd_, off_t(lo), off_t(hi - lo));
     if (err != 0) {
-      free_[off] = want;  // (neighbours merge again on release)
+      if (left > 0) free_.erase(off + want);  // put the block back whole
+      free_[off] = len;
       throw IoError(detail::str("shm arena: /dev/shm has no room for ", bytes,
                                 " more bytes: ", std::strerror(err)));
     }

@@ -22,9 +22,9 @@ class ShmArena {
  public:
   // This rank's arena of `bytes` (virtual); *name receives what peers open.
   static std::shared_ptr<ShmArena> create(size_t bytes, int rank, std::string* name);
-  // A peer's arena, mapped here (read and write: the allgather half reads it, and nobody but
-  // its owner writes it).
-  static std::shared_ptr<ShmArena> open(const std::string& name, size_t bytes, int owner);
+  // A peer's arena (its own size, whatever this rank's options say), mapped here (read and write:
+  // the allgather half reads it, and nobody but its owner writes it).
+  static std::shared_ptr<ShmArena> open(const std::string& name, int owner);
   ~ShmArena();
   ShmArena(const ShmArena&) = delete;
   ShmArena& operator=(const ShmArena&) = delete;

@@ -113,14 +113,20 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
   return {};
 }
 
-// Rank 0 could not load the checkpoint. Every rank says so, then all meet before anyone exits:
-// the launcher stops the job as soon as the first rank exits, and a rank still on its way to
-// printing the reason would be stopped silently.
+// Rank 0 could not load the checkpoint. Every rank logs why, then all meet before anyone
+// exits: the launcher stops the job as soon as the first rank exits, and a rank still on its
+// way to printing the reason would be stopped silently.
 [[noreturn]] void fail_resume_together(Trainer::State& s, std::exception_ptr error,
                                        const std::string& resume) {
   std::string why = detail::str("rank 0 could not load the checkpoint to resume from (", resume,
                                 "); see its error");
+  // Both sides say it before the meeting: whichever exits first, the launcher stops the other.
   if (!error) log::error("ckpt", why);
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    log::error("ckpt", e.what());
+  }
   try {
     s.world->group->barrier(std::chrono::seconds(10));
   } catch (const std::exception&) {  // a peer already gone: nothing more to wait for

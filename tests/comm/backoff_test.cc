@@ -58,12 +58,11 @@ TEST(Backoff, ReportsWhetherItPausedAndGaveUpSpinning) {
   EXPECT_TRUE(b.gave_up_spinning());  // no spin budget: the first pause yields
 }
 
-
-// A thread pinned to one CPU of a multi-core machine has a core of its own: it polls long and
-// without adapting (the one-CPU mask used to read as "more ranks than cores", so every wait
-// yielded, and beside a busy process each yield cost a scheduler slice). Unpinned, the usual
-// adaptive budget; more ranks than cores, no spinning at all.
-TEST(BackoffPolicy, APinnedRankPollsLongWithoutAdapting) {
+// A rank pinned to a core no other local rank is pinned to polls long and without adapting
+// (taking its one-CPU mask for "more ranks than cores" made it yield on every wait, and beside
+// a busy process each yield cost a scheduler slice). Ranks that merely share a one-CPU mask
+// must not spin: there the peer needs the very CPU. Unpinned, the usual adaptive budget.
+TEST(BackoffPolicy, OnlyARankAloneOnItsPinnedCorePollsLong) {
   cpu_set_t all, one;
   ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
   if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "needs 2 CPUs";
@@ -71,17 +70,22 @@ TEST(BackoffPolicy, APinnedRankPollsLongWithoutAdapting) {
   EXPECT_TRUE(unpinned.adaptive);
   EXPECT_EQ(unpinned.spin, std::chrono::microseconds(100));
   EXPECT_EQ(Backoff::policy_for(CPU_COUNT(&all) + 1).spin, std::chrono::nanoseconds(0));
+  EXPECT_EQ(pinned_cpu(), -1);
   int first = 0;
   while (!CPU_ISSET(first, &all)) ++first;
   CPU_ZERO(&one);
   CPU_SET(first, &one);
   ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
-  auto pinned = Backoff::policy_for(2);
+  int cpu = pinned_cpu();
+  auto alone = Backoff::policy_for(2, /*own_core=*/true);
+  auto shared = Backoff::policy_for(2, /*own_core=*/false);
   sched_setaffinity(0, sizeof(all), &all);  // restore before any assertion can return
-  EXPECT_FALSE(pinned.adaptive);
-  EXPECT_EQ(pinned.spin, std::chrono::milliseconds(5));
+  EXPECT_EQ(cpu, first);
+  EXPECT_FALSE(alone.adaptive);
+  EXPECT_EQ(alone.spin, std::chrono::milliseconds(5));
+  EXPECT_EQ(shared.spin, std::chrono::nanoseconds(0));  // two ranks, one CPU: yield at once
   AdaptiveSpin spin;
-  spin.reset(pinned.spin, pinned.adaptive);
+  spin.reset(alone.spin, alone.adaptive);
   spin.update(/*paused=*/true, /*gave_up_spinning=*/true);
   EXPECT_EQ(spin.now(), std::chrono::milliseconds(5));  // no halving
 }

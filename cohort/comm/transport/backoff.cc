@@ -14,19 +14,10 @@ namespace {
 
 using namespace std::chrono;
 
-// The cores this host's ranks share. A rank pinned to a single CPU (as mpirun --bind-to core
-// and `cohort bench collectives` do, one distinct core per rank) has a core of its own, so it
-// counts the machine's cores, not its mask's one: taking the mask at its word made pinned
-// ranks yield on every wait, and a busy process sharing the core then took a whole scheduler
-// slice (~4 ms) from every collective.
-int usable_cores(bool* pinned) {
-  int online = int(std::max(1u, std::thread::hardware_concurrency()));
+int usable_cores() {
   cpu_set_t set;
-  *pinned = false;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return online;
-  int mask = std::max(1, CPU_COUNT(&set));
-  *pinned = mask == 1 && online > 1;
-  return *pinned ? online : mask;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 inline void cpu_relax() {
@@ -52,10 +43,19 @@ void Notifier::wait_until(uint64_t seen, steady_clock::time_point until) {
   waiters_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-Backoff::Policy Backoff::policy_for(int local_ranks) {
+int pinned_cpu() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) != 1) return -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) return c;
+  }
+  return -1;
+}
+
+Backoff::Policy Backoff::policy_for(int local_ranks, bool own_core) {
   Policy p;
-  bool pinned = false;
-  if (local_ranks <= usable_cores(&pinned)) {
+  const bool pinned = own_core;
+  if (pinned || local_ranks <= usable_cores()) {
     // Every rank has a core: spinning is free and gives the lowest latency.
     p.spin = microseconds(100);
     p.yield = milliseconds(2);

@@ -67,6 +67,9 @@ struct WaitHint {
   }
 };
 
+// The CPU this thread is pinned to, or -1 when its mask has more than one.
+int pinned_cpu();
+
 class Backoff {
  public:
   struct Policy {
@@ -79,8 +82,13 @@ class Backoff {
     std::chrono::nanoseconds yield{0};  // then sched_yield this long
     std::chrono::nanoseconds max_sleep{std::chrono::microseconds(500)};
   };
-  // Spins only when this host's ranks of the context fit on its cores.
-  static Policy policy_for(int local_ranks);
+  // Spins only when this host's ranks of the context fit on its cores. `own_core`: this rank is
+  // pinned to one CPU that no other rank of the context on this host is pinned to (as by
+  // mpirun --bind-to core or `cohort run --bind`): it polls long, without adapting. (Taking a
+  // one-CPU mask for "more ranks than cores" made pinned ranks yield on every wait, and beside
+  // a busy process each yield cost a scheduler slice, ~4 ms, per collective; but ranks that
+  // all inherited the same single CPU must not spin, so the pins are compared across ranks.)
+  static Policy policy_for(int local_ranks, bool own_core = false);
 
   explicit Backoff(const Policy& policy);
   // Call after each unproductive poll. `notifier` may be null. `polling` tells whether some

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -46,20 +47,26 @@ struct PeerInfo {
   std::string host;     // host_identity()
   std::string address;  // TCP "host:port", or "-"
   bool auth = false;    // whether its TCP connections use the job secret
+  int cpu = -1;         // the one CPU it is pinned to (backoff.h pinned_cpu), or -1
 
   std::string encode() const {
-    return detail::str("v1\n", mode, "\n", host, "\n", address, "\n", auth ? 1 : 0, "\n");
+    return detail::str("v2\n", mode, "\n", host, "\n", address, "\n", auth ? 1 : 0, "\n", cpu,
+                       "\n");
   }
   static PeerInfo decode(const std::string& s, int rank) {
     std::istringstream in(s);
-    std::string version, auth;
+    std::string version, auth, cpu;
     PeerInfo p;
     std::getline(in, version);
     std::getline(in, p.mode);
     std::getline(in, p.host);
     std::getline(in, p.address);
     std::getline(in, auth);
-    COHORT_CHECK_IO(version == "v1" && !p.host.empty() && (auth == "0" || auth == "1"),
+    std::getline(in, cpu);
+    char* end = nullptr;
+    p.cpu = int(std::strtol(cpu.c_str(), &end, 10));
+    COHORT_CHECK_IO(version == "v2" && !p.host.empty() && (auth == "0" || auth == "1") &&
+                        !cpu.empty() && *end == 0,
                     "transport: rank ", rank, " published an unreadable address record (", s.size(),
                     " bytes); is it running another cohort version?");
     p.auth = auth == "1";
@@ -82,7 +89,7 @@ std::unique_ptr<Context> Context::create(const Device& device, rendezvous::Store
   ctx->pairs_.resize(size_t(size));
   ctx->faults_ = device.options().faults;
   if (size > 1) ctx->connect(device, store, options);
-  ctx->backoff_policy_ = Backoff::policy_for(ctx->local_ranks_);
+  ctx->backoff_policy_ = Backoff::policy_for(ctx->local_ranks_, ctx->own_core_);
   ctx->spin_.reset(ctx->backoff_policy_.spin, ctx->backoff_policy_.adaptive);
   return ctx;
 }
@@ -128,7 +135,8 @@ void Context::connect(const Device& device, rendezvous::Store& store,
 Context::Plan Context::plan_peers(const DeviceOptions& dev, rendezvous::Store& store,
                                   const std::string& prefix, Deadline deadline) {
   PeerInfo mine{transport_name(dev.transport), host_identity(), tcp_ ? tcp_->address() : "-",
-                !dev.secret.empty()};
+                !dev.secret.empty(), pinned_cpu()};
+  own_core_ = mine.cpu >= 0;
   auto info_key = [&](int r) { return detail::str(prefix, "/info/", r); };
   store.set_string(info_key(rank_), mine.encode());
   std::vector<std::string> keys;
@@ -144,6 +152,7 @@ Context::Plan Context::plan_peers(const DeviceOptions& dev, rendezvous::Store& s
                      "'; every rank must configure the same transport");
     bool same_host = p.host == mine.host;
     if (same_host) ++local_ranks_;
+    if (same_host && p.cpu == mine.cpu) own_core_ = false;  // pinned, but not alone
     if (dev.transport == TransportKind::kShm ||
         (dev.transport == TransportKind::kAuto && same_host)) {
       COHORT_CHECK_ARG(same_host, "shm transport: rank ", r, " runs on another host (", p.host,

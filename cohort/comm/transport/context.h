@@ -95,6 +95,7 @@ class Context {
   int rank_;
   int size_;
   int local_ranks_ = 1;
+  bool own_core_ = false;  // pinned to a CPU no other local rank is pinned to (backoff.h)
   std::vector<std::unique_ptr<Pair>> pairs_;  // indexed by rank; null for this rank
   std::vector<Pair*> polled_;                 // caller-driven pairs
   std::shared_ptr<ShmArena> arena_;

@@ -197,7 +197,7 @@ TEST(TcpTransport, GarbageFrameFromPeerIsIoErrorNamingIt) {
   o.transport = TransportKind::kTcp;
   o.secret = rendezvous::Secret::generate();
   std::thread fake([&] {
-    store.set_string("comm/info/1", "v1\ntcp\nfake-host\n-\n1\n");
+    store.set_string("comm/info/1", "v2\ntcp\nfake-host\n-\n1\n-1\n");
     std::string addr = store.get_string("comm/info/0");
     addr = addr.substr(addr.find('\n', addr.find('\n', addr.find('\n') + 1) + 1) + 1);
     addr = addr.substr(0, addr.find('\n'));

@@ -101,10 +101,10 @@ Shape parse_shape(const std::string& where, const nlohmann::json& v, uint64_t* n
                     " is not a non-negative integer");
     const uint64_t x = d.get<uint64_t>();
     empty = empty || x == 0;
-    COHORT_CHECK_IO(x == 0 || (!__builtin_mul_overflow(nonzero, x, &nonzero) &&
-                               nonzero <= uint64_t(INT64_MAX)),
-                    where, ": shape ", shape_str(shape), " then ", x,
-                    ": the product of its dims exceeds 2^63 - 1");
+    COHORT_CHECK_IO(
+        x == 0 || (!__builtin_mul_overflow(nonzero, x, &nonzero) && nonzero <= uint64_t(INT64_MAX)),
+        where, ": shape ", shape_str(shape), " then ", x,
+        ": the product of its dims exceeds 2^63 - 1");
     shape.push_back(int64_t(x));
   }
   *numel = empty ? 0 : nonzero;
@@ -184,8 +184,8 @@ NamedTensors read_safetensors_from(const std::string& where, uint64_t size, cons
   read_at(len, 8, 0, "the header length");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
-  COHORT_CHECK_IO(n <= size - 8, where, ": header length ", n,
-                  " goes beyond the end of the file (", size, " bytes); truncated or not safetensors");
+  COHORT_CHECK_IO(n <= size - 8, where, ": header length ", n, " goes beyond the end of the file (",
+                  size, " bytes); truncated or not safetensors");
   COHORT_CHECK_IO(n <= kMaxHeaderBytes, where, ": header length ", n, " exceeds the ",
                   kMaxHeaderBytes, "-byte limit");
   std::string text(n, '\0');
@@ -271,8 +271,8 @@ NamedTensors parse_safetensors(std::span<const uint8_t> bytes, const std::string
   // read_safetensors_from only asks for ranges inside `size`; the check keeps that a promise
   // this function does not depend on.
   auto read_at = [bytes, &name](void* dst, size_t n, uint64_t offset, const char* what) {
-    COHORT_INTERNAL(offset <= bytes.size() && n <= bytes.size() - offset, name, ": reading ",
-                    what, " [", offset, ", +", n, ") past the end (", bytes.size(), " bytes)");
+    COHORT_INTERNAL(offset <= bytes.size() && n <= bytes.size() - offset, name, ": reading ", what,
+                    " [", offset, ", +", n, ") past the end (", bytes.size(), " bytes)");
     if (n > 0) std::memcpy(dst, bytes.data() + offset, n);
   };
   return read_safetensors_from(name, bytes.size(), read_at, metadata);

@@ -7,9 +7,8 @@
 namespace cohort::log {
 
 RateLimiter::RateLimiter(Options options) : options_(options) {
-  COHORT_CHECK_ARG(options_.lines > 0 && options_.window.count() > 0,
-                   "log::RateLimiter: lines (", options_.lines, ") and window (",
-                   options_.window.count(), " ms) must be > 0");
+  COHORT_CHECK_ARG(options_.lines > 0 && options_.window.count() > 0, "log::RateLimiter: lines (",
+                   options_.lines, ") and window (", options_.window.count(), " ms) must be > 0");
 }
 
 bool RateLimiter::admit(Clock::time_point now, std::string_view what, std::string* note) {

@@ -17,8 +17,8 @@ class RateLimiter {
  public:
   using Clock = std::chrono::steady_clock;
   struct Options {
-    int lines = 5;                               // printed per window, at most
-    std::chrono::milliseconds window{1000};      // a fixed window, starting at its first line
+    int lines = 5;                           // printed per window, at most
+    std::chrono::milliseconds window{1000};  // a fixed window, starting at its first line
   };
 
   explicit RateLimiter(Options options);

@@ -95,8 +95,8 @@ void TcpStoreServer::Impl::log_refusal_totals() const {
   std::string by_reason;
   for (size_t i = 0; i < kRefusalKinds; ++i) {
     if (s.refused[i] == 0) continue;
-    by_reason += detail::str(by_reason.empty() ? "" : ", ", s.refused[i], " ",
-                             refusal_name(Refusal(i)));
+    by_reason +=
+        detail::str(by_reason.empty() ? "" : ", ", s.refused[i], " ", refusal_name(Refusal(i)));
   }
   const uint64_t n = s.refused_total();
   log::info(kLog, "store server ", address_, ": refused ", n, n == 1 ? " peer" : " peers",
@@ -237,8 +237,7 @@ void TcpStoreServer::Impl::read_handshake(ServerConn& c) {
     if (errno == EAGAIN || errno == EINTR) return;
     return refuse(c, Refusal::kHungUp, detail::str("read failed: ", std::strerror(errno)));
   }
-  if (!auth::ServerHandshake::plausible_prefix(c.in))
-    return refuse(c, Refusal::kNotHandshake, "");
+  if (!auth::ServerHandshake::plausible_prefix(c.in)) return refuse(c, Refusal::kNotHandshake, "");
   if (c.in.size() < auth::kResponseBytes) return;
   auto verdict = c.handshake->verify(c.in);
   auto result = c.handshake->result();
@@ -301,8 +300,7 @@ void TcpStoreServer::Impl::flush(ServerConn& c) {
   if (c.state == ServerConn::State::kClosing) kill(c);
 }
 
-void TcpStoreServer::Impl::note_refusal(ServerConn& c, Refusal why,
-                                        const std::string& specifics) {
+void TcpStoreServer::Impl::note_refusal(ServerConn& c, Refusal why, const std::string& specifics) {
   std::string note;
   if (refusal_log_.admit(Clock::now(), "refused", &note)) {
     log::warn(kLog, "refused ", c.peer, ": ", refusal_text(why), specifics.empty() ? "" : ": ",

@@ -234,12 +234,17 @@ TEST(SafetensorsCorrupt, UnknownDtypeAndBadShape) {
 TEST(SafetensorsCorrupt, EmptyTensorWithHugeDimsIsRefused) {
   TempDir tmp;
   const std::string path = tmp.file("z.st");
-  write_bytes(path, file_with_header(
-                        R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})", 0));
-  expect_io_error(path, "tensor 'a': shape [0, 4611686018427387904] then 4: the product of its dims");
+  write_bytes(
+      path,
+      file_with_header(
+          R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})", 0));
+  expect_io_error(path,
+                  "tensor 'a': shape [0, 4611686018427387904] then 4: the product of its dims");
   // Large but representable dims around a 0 are still a valid empty tensor.
-  write_bytes(path, file_with_header(
-                        R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,1],"data_offsets":[0,0]}})", 0));
+  write_bytes(
+      path,
+      file_with_header(
+          R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,1],"data_offsets":[0,0]}})", 0));
   NamedTensors out = read_safetensors(path);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].second.numel(), 0);
@@ -250,8 +255,8 @@ TEST(SafetensorsCorrupt, EmptyTensorWithHugeDimsIsRefused) {
 // nesting level, so 100k nested arrays overflowed the stack.
 TEST(SafetensorsCorrupt, DeeplyNestedValuesAreRefusedWithoutRecursing) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  const std::string shape_file =
-      file_with_header(R"({"a":{"dtype":"U8","shape":[1,)" + deep + R"(],"data_offsets":[0,1]}})", 1);
+  const std::string shape_file = file_with_header(
+      R"({"a":{"dtype":"U8","shape":[1,)" + deep + R"(],"data_offsets":[0,1]}})", 1);
   const std::string meta_file = file_with_header(R"({"__metadata__":{"k":)" + deep + "}}", 0);
   auto problem = [](const std::string& bytes) -> std::string {
     try {
@@ -261,8 +266,9 @@ TEST(SafetensorsCorrupt, DeeplyNestedValuesAreRefusedWithoutRecursing) {
     }
     return "accepted";
   };
-  EXPECT_NE(problem(shape_file).find("deep.st: tensor 'a': \"shape\" entry an array of 1 entries"
-                                     " is not a non-negative integer"),
+  EXPECT_NE(problem(shape_file)
+                .find("deep.st: tensor 'a': \"shape\" entry an array of 1 entries"
+                      " is not a non-negative integer"),
             std::string::npos)
       << problem(shape_file);
   EXPECT_NE(problem(meta_file).find("deep.st: __metadata__ value for 'k' is an array of 1 entries"),
@@ -278,8 +284,8 @@ TEST(Safetensors, ParseFromBytesMatchesFile) {
   write_safetensors(path, in, {{"step", "3"}});
   const std::string bytes = read_bytes(path);
   std::map<std::string, std::string> meta;
-  NamedTensors out =
-      parse_safetensors({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "mem", &meta);
+  NamedTensors out = parse_safetensors(
+      {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "mem", &meta);
   EXPECT_TRUE(same_tensors(in, out));
   EXPECT_EQ(meta, (std::map<std::string, std::string>{{"step", "3"}}));
   const std::string cut = bytes.substr(0, bytes.size() - 1);

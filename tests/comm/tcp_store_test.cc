@@ -164,8 +164,7 @@ TEST_F(TcpStoreServerTest, EachRefusedPeerLeavesOneLineWithItsAddressAndReason) 
   const std::string garbage_peer = local_address(garbage.get());
   EXPECT_EQ(logs.count("refused " + wrong_peer + ": bad HMAC (wrong job secret?)"), 1u)
       << logs.text();
-  EXPECT_EQ(logs.count("refused " + garbage_peer + ": not a cohort handshake"), 1u)
-      << logs.text();
+  EXPECT_EQ(logs.count("refused " + garbage_peer + ": not a cohort handshake"), 1u) << logs.text();
   EXPECT_EQ(logs.count("refused "), 2u) << logs.text();
   const auto stats = server_->stats();
   EXPECT_EQ(stats.refused[size_t(Refusal::kBadHmac)], 1u);
@@ -204,8 +203,7 @@ TEST_F(TcpStoreServerTest, AFloodOfRefusalsIsCountedInFullButLoggedBriefly) {
   EXPECT_EQ(printed + held_back, kFlood) << logs.text();
   EXPECT_EQ(logs.count("refused 127.0.0.1:"), printed + 1) << logs.text();
   server_.reset();
-  EXPECT_EQ(logs.count("refused 201 peers in all (201 not a cohort handshake)"), 1u)
-      << logs.text();
+  EXPECT_EQ(logs.count("refused 201 peers in all (201 not a cohort handshake)"), 1u) << logs.text();
 }
 
 TEST_F(TcpStoreServerTest, SilentPeerIsDroppedAfterTheAuthTimeout) {

@@ -37,8 +37,15 @@ struct Barrier {
       generation.fetch_add(1, std::memory_order_acq_rel);
       return;
     }
+    // A rank that died never arrives: give up after a minute instead of spinning forever.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (int spins = 0; generation.load(std::memory_order_acquire) == gen; ++spins) {
-      if (spins > 2000) sched_yield();
+      if (spins <= 2000) continue;
+      sched_yield();
+      if (spins % 4096 == 0 && std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "shm_limit: a rank did not reach the barrier within 60 s\n");
+        _exit(1);
+      }
     }
   }
 };

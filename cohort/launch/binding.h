@@ -5,9 +5,10 @@
 // two workers of the job on one core, and each exchange between them then waits for a context
 // switch; a pinned worker also keeps its caches and its shared-memory waits can poll (the
 // transport spins longer for a rank pinned to a core of its own, comm/transport/backoff.h).
-// Measured on 2 cores, MLP at 2 workers: 20-23k samples/s unpinned, 27-28k pinned
-// (docs/launch.md). With more workers than cores pinning would stack them, so `auto` leaves
-// placement to the scheduler then, as mpirun does.
+// Measured on 2 cores, MLP at 2 workers (bench/run_ddp_bench.sh, with the shared-arena
+// buckets): 58% of two independent processes unpinned, 68% pinned (docs/launch.md). With more
+// workers than cores pinning would stack them, so `auto` leaves placement to the scheduler then, as
+// mpirun does.
 #include <string>
 #include <vector>
 

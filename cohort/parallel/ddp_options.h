@@ -13,8 +13,14 @@ struct DdpOptions {
   // false: a parameter that gets no gradient in a synced backward is an error naming it;
   // true: its gradient counts as zero for this step (it still receives the averaged gradient).
   bool find_unused_parameters = false;
-  int64_t check_every = 0;               // >0: every K synced steps hash parameters across ranks
-  bool broadcast_buffers = true;         // rank 0's buffers are broadcast at construction
+  int64_t check_every = 0;        // >0: every K synced steps hash parameters across ranks
+  bool broadcast_buffers = true;  // rank 0's buffers are broadcast at construction
+  // PyTorch's gradient_as_bucket_view, on by default: once its bucket holds it, a parameter's
+  // .grad *is* its slot of the bucket, so the averaged gradient needs no copy back (and, with
+  // zero_grad filling zeros, backward accumulates straight into the bucket). The .grad of
+  // every parameter then changes under the next synced backward: keep a copy (clone) to hold
+  // one past it. false: .grad stays the tensor backward made; the average is copied into it.
+  bool gradient_as_bucket_view = true;
   std::chrono::milliseconds timeout{0};  // per collective; 0: the group's default
 };
 

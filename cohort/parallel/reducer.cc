@@ -155,16 +155,26 @@ Tensor Reducer::slot_view(size_t p) const {
                                             int64_t(buckets_[s.bucket].layout.offsets[s.index]));
 }
 
+// Whether `grad` already is the parameter's bucket slot `view` (gradient_as_bucket_view: set
+// by an earlier step, then accumulated into in place by backward).
+bool Reducer::is_slot(const Tensor& grad, const Tensor& view) {
+  return grad.defined() && grad.raw_data() == view.raw_data() && grad.shape() == view.shape() &&
+         grad.is_contiguous();
+}
+
 // An undefined grad (an unused parameter with find_unused_parameters) contributes zeros.
 void Reducer::mark_ready(size_t p, const Tensor& grad) {
   COHORT_CHECK_ARG(!ready_[p], "DDP: the gradient of '", params_[p].name,
                    "' became ready twice in one backward pass; DDP supports one backward per "
                    "forward (reuse of a parameter is fine: its gradient is summed first)");
   Tensor view = slot_view(p);
-  if (grad.defined()) {
-    view.copy_(grad);
-  } else {
-    view.zero_();
+  if (!is_slot(grad, view)) {
+    if (grad.defined()) {
+      view.copy_(grad);
+    } else {
+      view.zero_();
+    }
+    if (options_.gradient_as_bucket_view) params_[p].tensor.set_grad(view);
   }
   ready_[p] = true;
   ready_order_.push_back(p);

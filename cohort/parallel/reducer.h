@@ -5,14 +5,15 @@
 //   1. The first grad-ready hook of the pass starts an iteration and queues finalize() with
 //      autograd::queue_callback, so it runs when the graph is done, before backward() returns.
 //   2. Each hook copies the parameter's final .grad into its slot of its bucket's flat f32
-//      buffer. When a bucket's last gradient arrives, buckets are launched in index order:
-//      bucket i is launched (allreduce_async, avg) only once buckets < i were, so every rank
-//      issues the same collectives in the same order even if gradients arrive out of order.
-//      The communicator's worker thread runs them while backward continues.
+//      buffer (gradient_as_bucket_view: and makes that slot the .grad; a .grad that already is
+//      its slot needs no copy). When a bucket's last gradient arrives, buckets are launched in
+//      index order: bucket i is launched (allreduce_async, avg) only once buckets < i were, so
+//      every rank issues the same collectives in the same order even if gradients arrive out of
+//      order. The communicator's worker thread runs them while backward continues.
 //   3. finalize(): parameters that got no gradient are an error (find_unused_parameters off)
 //      or contribute their current .grad (zero if none); remaining buckets are launched; every
 //      bucket is waited for (the wait is the exposed communication); averaged values are copied
-//      back into each .grad.
+//      back into each .grad that is not its slot.
 //   4. After the first synced step, buckets are rebuilt in the observed ready order. The
 //      order is assumed identical on every rank (same model, deterministic engine); one
 //      allgather of its hash checks that once.
@@ -94,6 +95,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void rebuild_from_ready_order(const std::vector<size_t>& order);
   void reset_iteration();
   Tensor slot_view(size_t p) const;
+  static bool is_slot(const Tensor& grad, const Tensor& view);
   std::string bucket_name(size_t b) const;
 
   std::vector<Param> params_;

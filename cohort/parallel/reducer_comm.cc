@@ -124,6 +124,7 @@ void Reducer::copy_back() {
     Tensor avg = slot_view(p);
     Tensor& param = params_[p].tensor;
     Tensor grad = param.grad();
+    if (is_slot(grad, avg)) continue;  // gradient_as_bucket_view: averaged in place
     if (grad.defined()) {
       grad.copy_(avg);
     } else {

@@ -64,6 +64,9 @@ void add_ddp_keys(ConfigRegistry& r) {
          0.001});
   r.add({"ddp.find_unused_parameters", T::kBool, false,
          "Tolerate parameters that get no gradient (counted as zero) instead of failing."});
+  r.add({"ddp.gradient_as_bucket_view", T::kBool, true,
+         "Each parameter's .grad is its slot of the gradient bucket (PyTorch's "
+         "gradient_as_bucket_view): no copy of the averaged gradient back into .grad."});
   r.add({"ddp.check_every",
          T::kInt,
          int64_t(0),

@@ -49,6 +49,7 @@ parallel::DdpOptions ddp_options(const Config& cfg) {
   o.first_bucket_bytes = size_t(cfg.get_float("ddp.first_bucket_mb") * double(1 << 20));
   o.find_unused_parameters = cfg.get_bool("ddp.find_unused_parameters");
   o.check_every = cfg.get_int("ddp.check_every");
+  o.gradient_as_bucket_view = cfg.get_bool("ddp.gradient_as_bucket_view");
   return o;
 }
 

@@ -42,7 +42,8 @@ using History = std::vector<std::vector<std::vector<float>>>;
 
 // shared_arena: buckets in the communicators' shared arenas, reduced in place by every bucket
 // size (Algorithm::kSharedBuffers); otherwise these small buckets take the rings.
-History train_ddp(int world, bool shared_arena = false) {
+History train_ddp(int world, bool shared_arena = false, DdpOptions ddp_options = kSmallBuckets,
+                  optim::ZeroGrad zero = optim::ZeroGrad::kSetToNone) {
   History params(static_cast<size_t>(world), std::vector<std::vector<float>>(kSteps));
   comm::CommOptions options = ddp_comm_options();
   options.shared_buffers_min_bytes = shared_arena ? 1 : size_t{1} << 40;
@@ -50,12 +51,12 @@ History train_ddp(int world, bool shared_arena = false) {
       world,
       [&](int r, PG pg) {
         nn::MLP model(kSizes, {.seed = 7});
-        DDP ddp(model, pg, kSmallBuckets);
+        DDP ddp(model, pg, ddp_options);
         optim::SGD opt(model.named_parameters(), kSgd);
         for (int s = 0; s < kSteps; ++s) {
           auto [x, y] = rows_of(step_batch(world, s), r * kPerRank, (r + 1) * kPerRank);
           Tensor loss = nn::cross_entropy(ddp(x), y);
-          opt.zero_grad();
+          opt.zero_grad(zero);
           loss.backward();
           opt.step();
           params[size_t(r)][size_t(s)] = flat_params(model);
@@ -100,7 +101,66 @@ TEST(DdpSharedArena, MatchesTheReferenceAndTheRings) {
     for (int r = 1; r < world; ++r) EXPECT_EQ(got[size_t(r)][kSteps - 1], got[0][kSteps - 1]);
     expect_close(got[0][kSteps - 1], reference(world));
     EXPECT_EQ(got[0][kSteps - 1], train_ddp(world, true)[0][kSteps - 1]) << world;
-    if (world == 2) EXPECT_EQ(got[0][kSteps - 1], train_ddp(2)[0][kSteps - 1]);
+    if (world == 2) {
+      EXPECT_EQ(got[0][kSteps - 1], train_ddp(2)[0][kSteps - 1]);
+    }
+  }
+}
+
+// gradient_as_bucket_view (the default) changes where .grad lives, not a single bit of the
+// training: with either zero_grad mode, with the rings or the shared arena, it matches the copy
+// back into separate .grad tensors.
+TEST(DdpGradientAsBucketView, TrainsBitIdenticallyToSeparateGrads) {
+  DdpOptions copies = kSmallBuckets;
+  copies.gradient_as_bucket_view = false;
+  for (bool arena : {false, true}) {
+    std::vector<float> want = train_ddp(2, arena, copies)[0][kSteps - 1];
+    EXPECT_EQ(train_ddp(2, arena)[0][kSteps - 1], want) << "arena " << arena;
+    EXPECT_EQ(train_ddp(2, arena, kSmallBuckets, optim::ZeroGrad::kFillZero)[0][kSteps - 1], want)
+        << "arena " << arena;
+  }
+}
+
+// With views, .grad lies in the bucket (the shared arena), holds the averaged gradient (the
+// same on every rank) and, when zero_grad fills zeros, keeps its memory from step to step:
+// backward accumulates into the bucket. Without views .grad is ordinary memory.
+TEST(DdpGradientAsBucketView, GradIsTheAveragedSlotAndStaysPut) {
+  constexpr int kWorld = 2;
+  for (bool views : {true, false}) {
+    std::vector<std::vector<float>> grads(kWorld);
+    auto store = std::make_shared<rendezvous::HashStore>();
+    set_num_threads(1);
+    comm::testing::run_ranks(kWorld, [&](int r) {
+      auto c = comm::Communicator::create(store, r, kWorld, ddp_comm_options());
+      ASSERT_TRUE(c->has_shared_arena());
+      nn::MLP model(kSizes, {.seed = 7});
+      DdpOptions options = kSmallBuckets;
+      options.gradient_as_bucket_view = views;
+      DDP ddp(model, comm::make_process_group(c), options);
+      optim::SGD opt(model.named_parameters(), kSgd);
+      std::vector<const void*> where;
+      for (int s = 0; s < 4; ++s) {
+        auto [x, y] = rows_of(step_batch(kWorld, s), r * kPerRank, (r + 1) * kPerRank);
+        opt.zero_grad(optim::ZeroGrad::kFillZero);
+        nn::cross_entropy(ddp(x), y).backward();
+        std::vector<const void*> now;
+        for (const auto& [name, t] : model.named_parameters()) {
+          now.push_back(t.grad().raw_data());
+          EXPECT_EQ(c->in_shared_arena(now.back(), size_t(t.numel()) * 4), views) << name;
+        }
+        // Step 0 binds .grad to the first buckets, step 1 to the rebuilt ones; then they stay.
+        if (s == 3) {
+          EXPECT_EQ(now, where) << "rank " << r << ": .grad moved between steps";
+        }
+        where = now;
+        opt.step();
+      }
+      for (const auto& [name, t] : model.named_parameters()) {
+        auto g = t.grad().to_vector<float>();
+        grads[size_t(r)].insert(grads[size_t(r)].end(), g.begin(), g.end());
+      }
+    });
+    EXPECT_EQ(grads[1], grads[0]);
   }
 }
 
@@ -110,7 +170,11 @@ TEST(DdpDeterminism, TwoRunsAreBitIdentical) {
 
 // no_sync over micro-batches 0 and 1, then a synced backward on 2, then one step == one model
 // stepping once on the summed loss of the three (union) micro-batches.
-TEST(DdpNoSync, AccumulatedMicroStepsMatchTheSummedLoss) {
+// Each zero_grad mode: with kFillZero the micro-batches accumulate into the bucket views that a
+// warm-up synced backward (no optimizer step) bound .grad to.
+class DdpNoSync : public ::testing::TestWithParam<optim::ZeroGrad> {};
+
+TEST_P(DdpNoSync, AccumulatedMicroStepsMatchTheSummedLoss) {
   constexpr int kWorld = 2, kMicro = 3;
   auto micro = [](int m) { return make_batch(kWorld * kPerRank, kIn, kClasses, 50 + m); };
   nn::MLP ref(kSizes, {.seed = 3});
@@ -130,7 +194,9 @@ TEST(DdpNoSync, AccumulatedMicroStepsMatchTheSummedLoss) {
     nn::MLP model(kSizes, {.seed = 3});
     DDP ddp(model, pg, kSmallBuckets);
     optim::SGD opt(model.named_parameters(), kSgd);
-    opt.zero_grad();
+    auto [wx, wy] = rows_of(micro(kMicro), r * kPerRank, (r + 1) * kPerRank);
+    nn::cross_entropy(ddp(wx), wy).backward();
+    opt.zero_grad(GetParam());
     for (int m = 0; m < kMicro; ++m) {
       auto [x, y] = rows_of(micro(m), r * kPerRank, (r + 1) * kPerRank);
       if (m < kMicro - 1) {
@@ -148,6 +214,10 @@ TEST(DdpNoSync, AccumulatedMicroStepsMatchTheSummedLoss) {
   EXPECT_EQ(got[1], got[0]);
   expect_close(got[0], flat_params(ref));
 }
+
+INSTANTIATE_TEST_SUITE_P(ZeroGradModes, DdpNoSync,
+                         ::testing::Values(optim::ZeroGrad::kSetToNone,
+                                           optim::ZeroGrad::kFillZero));
 
 }  // namespace
 }  // namespace cohort::parallel

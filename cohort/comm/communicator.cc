@@ -91,9 +91,9 @@ void Communicator::run(Op op) {
   assign_seq(op);
   // Asynchronous operations issued earlier go first: every rank sees one order. Meanwhile this
   // thread waits on them, so they should poll hard (backoff.h, WaitHint).
-  wait_hint_->waiters.fetch_add(1, std::memory_order_relaxed);
+  wait_hint_->add_waiter();
   cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
-  wait_hint_->waiters.fetch_sub(1, std::memory_order_relaxed);
+  wait_hint_->remove_waiter();
   busy_ = true;
   lock.unlock();
   try {

@@ -10,10 +10,10 @@ namespace {
 class WaiterScope {
  public:
   explicit WaiterScope(transport::WaitHint* h) : h_(h) {
-    if (h_) h_->waiters.fetch_add(1, std::memory_order_relaxed);
+    if (h_) h_->add_waiter();
   }
   ~WaiterScope() {
-    if (h_) h_->waiters.fetch_sub(1, std::memory_order_relaxed);
+    if (h_) h_->remove_waiter();
   }
   WaiterScope(const WaiterScope&) = delete;
   WaiterScope& operator=(const WaiterScope&) = delete;

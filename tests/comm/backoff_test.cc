@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <atomic>
+#include <memory>
+#include <thread>
+
 #include "cohort/comm/transport/backoff.h"
 
 namespace cohort::comm::transport {
@@ -88,6 +92,28 @@ TEST(BackoffPolicy, OnlyARankAloneOnItsPinnedCorePollsLong) {
   spin.reset(alone.spin, alone.adaptive);
   spin.update(/*paused=*/true, /*gave_up_spinning=*/true);
   EXPECT_EQ(spin.now(), std::chrono::milliseconds(5));  // no halving
+}
+
+// A thread that starts waiting on a background operation's result rings the transport's
+// notifier: the worker sleeping between polls (here, a thread in wait_until with a far
+// deadline) wakes at once and, seeing a waiter, polls hard from then on.
+TEST(WaitHint, ANewWaiterWakesTheSleepingWorker) {
+  auto hint = std::make_shared<WaitHint>();
+  hint->wake = std::make_shared<Notifier>();
+  hint->background = true;
+  EXPECT_TRUE(hint->sleep_between_polls());
+  uint64_t seen = hint->wake->generation();
+  std::atomic<bool> woke{false};
+  std::thread worker([&] {
+    hint->wake->wait_until(seen, std::chrono::steady_clock::now() + std::chrono::minutes(5));
+    woke = true;
+  });
+  hint->add_waiter();
+  worker.join();  // would block for five minutes without the ring
+  EXPECT_TRUE(woke);
+  EXPECT_FALSE(hint->sleep_between_polls());
+  hint->remove_waiter();
+  EXPECT_TRUE(hint->sleep_between_polls());
 }
 
 }  // namespace

@@ -49,7 +49,9 @@ void check_every_dtype_and_op(int n, const std::vector<size_t>& counts) {
           ASSERT_EQ(diff, "") << "n=" << n << " rank " << c.rank() << " " << dtype_name(t) << " "
                               << reduce_op_name(op) << " count " << count;
           // The input of an out-of-place call is left alone.
-          if (!in_place) ASSERT_EQ(std::memcmp(src.data(), in.data(), in.size()), 0);
+          if (!in_place) {
+            ASSERT_EQ(std::memcmp(src.data(), in.data(), in.size()), 0);
+          }
         }
       }
     }

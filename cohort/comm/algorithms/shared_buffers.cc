@@ -32,24 +32,25 @@ std::vector<Offsets> exchange(Exec& ex, Offsets mine) {
 // Pieces small enough that the partial sum of more than two inputs stays in L2.
 constexpr size_t kPieceBytes = size_t{64} << 10;
 
-// out[lo, hi) = in_0 op in_1 op ... op in_{n-1} over those elements, left to right.
+// out[lo, hi) = in_0 op in_1 op ... op in_{n-1} over those elements, left to right (then / n
+// for avg). Piece by piece, so that the partial sum of more than two inputs, and the sum that
+// avg divides, is still in L2 when it is next touched: one pass over memory, not two.
 void reduce_segment(Exec& ex, const std::vector<const char*>& ins, char* out, size_t lo,
                     size_t hi) {
   size_t elem = ex.elem(), n = ins.size();
   const auto& sig = ex.sig();
-  if (n == 2) {  // out is this rank's own buffer or aliases one input exactly: no staging
-    ex.combine(out + lo * elem, ins[0] + lo * elem, ins[1] + lo * elem, hi - lo);
-  } else {
-    size_t piece = std::max<size_t>(1, kPieceBytes / elem);
-    char* acc = ex.scratch(0, piece * elem);
-    for (size_t a = lo; a < hi; a += piece) {
-      size_t m = std::min(piece, hi - a);
-      ex.combine(acc, ins[0] + a * elem, ins[1] + a * elem, m);
-      for (size_t k = 2; k < n; ++k) ex.combine(acc, acc, ins[k] + a * elem, m);
-      std::memcpy(out + a * elem, acc, m * elem);
-    }
+  bool avg = sig.reduce_op == ReduceOp::avg;
+  size_t piece = std::max<size_t>(1, kPieceBytes / elem);
+  // Two inputs: out is this rank's own buffer or aliases one input exactly, so no staging.
+  char* acc = n == 2 ? nullptr : ex.scratch(0, piece * elem);
+  for (size_t a = lo; a < hi; a += piece) {
+    size_t m = std::min(piece, hi - a);
+    char* sum = n == 2 ? out + a * elem : acc;
+    ex.combine(sum, ins[0] + a * elem, ins[1] + a * elem, m);
+    for (size_t k = 2; k < n; ++k) ex.combine(sum, sum, ins[k] + a * elem, m);
+    if (avg) divide_by(sig.dtype, sum, m, int(n));
+    if (sum != out + a * elem) std::memcpy(out + a * elem, sum, m * elem);
   }
-  if (sig.reduce_op == ReduceOp::avg) divide_by(sig.dtype, out + lo * elem, hi - lo, int(n));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 
 namespace cohort::comm::transport {
@@ -61,6 +62,15 @@ class Notifier {
 struct WaitHint {
   std::atomic<bool> background{false};  // the op in progress runs on the worker thread
   std::atomic<int> waiters{0};          // threads blocked in Work::wait on this communicator
+  // The transport's notifier (set once, before any operation). A new waiter rings it, so that
+  // a worker sleeping between polls (up to 200 us) polls hard at once: the moment DDP's
+  // end of backward starts waiting is when the last bucket's latency counts.
+  std::shared_ptr<Notifier> wake;
+  void add_waiter() {
+    waiters.fetch_add(1, std::memory_order_relaxed);
+    if (wake) wake->notify();
+  }
+  void remove_waiter() { waiters.fetch_sub(1, std::memory_order_relaxed); }
   bool sleep_between_polls() const {
     return background.load(std::memory_order_relaxed) &&
            waiters.load(std::memory_order_relaxed) == 0;

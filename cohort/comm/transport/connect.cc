@@ -110,7 +110,7 @@ void Context::connect(const Device& device, rendezvous::Store& store,
                      "tcp transport: binding ", dev.bind_address,
                      " needs a job secret (DeviceOptions.secret); only loopback addresses may "
                      "run without one");
-    tcp_ = std::make_unique<TcpEndpoint>(dev, rank_, size_, &notifier_);
+    tcp_ = std::make_unique<TcpEndpoint>(dev, rank_, size_, notifier_.get());
   }
   Plan plan = plan_peers(dev, store, options.prefix, deadline);
   connect_pairs(plan, dev, store, options.prefix, deadline);

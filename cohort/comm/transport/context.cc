@@ -95,7 +95,7 @@ void Context::wait(OpState& op, Deadline deadline) {
     ~Adapt() { spin.update(backoff.paused(), backoff.gave_up_spinning()); }
   } adapt{spin_, backoff};
   for (;;) {
-    uint64_t seen = notifier_.generation();
+    uint64_t seen = notifier_->generation();
     bool moved = progress_all();
     int status = op.status.load(std::memory_order_acquire);
     if (status == 1) return;
@@ -104,9 +104,9 @@ void Context::wait(OpState& op, Deadline deadline) {
     if (moved) {
       backoff.reset();
     } else if (hint_ && hint_->sleep_between_polls()) {
-      backoff.pause_background(&notifier_, seen, deadline);
+      backoff.pause_background(notifier_.get(), seen, deadline);
     } else {
-      backoff.pause(&notifier_, seen, !polled_.empty(), deadline);
+      backoff.pause(notifier_.get(), seen, !polled_.empty(), deadline);
     }
   }
 }

@@ -51,7 +51,11 @@ class Context {
   void wait_all(std::vector<Request>& requests, Deadline deadline);
 
   // How waits poll (see WaitHint); null: always hard.
-  void set_wait_hint(std::shared_ptr<const WaitHint> hint) { hint_ = std::move(hint); }
+  // Set before the first operation. The hint's waiters ring this context's notifier.
+  void set_wait_hint(std::shared_ptr<WaitHint> hint) {
+    hint->wake = notifier_;
+    hint_ = std::move(hint);
+  }
 
   // Payload bytes posted to peers and expected from them so far (frame headers excluded),
   // for per-step traffic metrics. Readable from any thread.
@@ -101,7 +105,9 @@ class Context {
   std::shared_ptr<ShmArena> arena_;
   std::vector<std::shared_ptr<ShmArena>> peer_arenas_;  // by rank; null for this rank
   std::unique_ptr<TcpEndpoint> tcp_;  // listener and event loop, if any pair is tcp
-  Notifier notifier_;                 // rung by the tcp event loop on completion
+  // Rung by the tcp event loop on completion, and by a thread that starts to wait on the
+  // result of a background operation (WaitHint::add_waiter).
+  std::shared_ptr<Notifier> notifier_ = std::make_shared<Notifier>();
   Backoff::Policy backoff_policy_;
   AdaptiveSpin spin_;
   FaultInjection faults_;

@@ -17,6 +17,36 @@ std::map<std::string, Tensor> to_map(const ckpt::NamedTensors& v) {
   return std::map<std::string, Tensor>(v.begin(), v.end());
 }
 
+// Strategy tensors ride in optimizer.safetensors under this prefix (the training state beyond
+// the model), its values in state.json under "strategy".
+constexpr char kStrategyPrefix[] = "strategy/";
+
+void capture_strategy(const parallel::Strategy& strategy, ckpt::CheckpointData& d) {
+  parallel::StrategyState st = strategy.state();
+  for (auto& [name, t] : st.tensors) d.optimizer.emplace_back(kStrategyPrefix + name, t);
+  d.state["strategy"] = {{"name", strategy.name()}, {"values", st.values}};
+}
+
+// Takes the strategy's tensors out of `optimizer` and restores them with its values.
+void restore_strategy(parallel::Strategy& strategy, const nlohmann::json& state,
+                      ckpt::NamedTensors& optimizer) {
+  parallel::StrategyState st;
+  std::string prefix = kStrategyPrefix;
+  ckpt::NamedTensors rest;
+  for (auto& [name, t] : optimizer) {
+    if (name.rfind(prefix, 0) == 0) {
+      st.tensors.emplace_back(name.substr(prefix.size()), t);
+    } else {
+      rest.emplace_back(name, t);
+    }
+  }
+  optimizer = std::move(rest);
+  // A checkpoint from another strategy (or from before strategies) restores nothing.
+  if (!state.contains("strategy") || state["strategy"].value("name", "") != strategy.name()) return;
+  st.values = state["strategy"].at("values");
+  strategy.load_state(st);
+}
+
 std::string step_dir(const std::string& dir, int64_t step) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%010lld", static_cast<long long>(step));
@@ -85,6 +115,7 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                            {"world_size", s.world->size},
                            {"resume_keys", resume_keys(s.cfg)},
                            {"config", s.cfg.to_toml()}};
+  capture_strategy(*s.strategy, d);
   return d;
 }
 
@@ -93,8 +124,10 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
   try {
     check_same_run(s, d);
     s.model->load_state_dict(to_map(d.model));
+    ckpt::NamedTensors optimizer = d.optimizer;
+    restore_strategy(*s.strategy, j, optimizer);
     optim::OptimizerState os;
-    os.tensors = to_map(d.optimizer);
+    os.tensors = to_map(optimizer);
     os.scalars = j.at("optimizer_scalars").get<std::map<std::string, double>>();
     s.opt->import_state(os);
     nn::set_dropout_counters(*s.model,

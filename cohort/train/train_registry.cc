@@ -154,6 +154,14 @@ void add_train_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  r.add({"train.grad_accum_steps",
+         T::kInt,
+         int64_t(1),
+         "Micro-batches of data.batch_size per optimizer step (gradient accumulation): the "
+         "gradient is their mean; data-parallel strategies communicate once per step.",
+         "",
+         {},
+         1.0});
   r.add({"train.time_limit_s",
          T::kFloat,
          0.0,

@@ -1,5 +1,7 @@
-// Declarations of the distributed-training keys of `cohort train` (comm, ddp, ckpt, fault):
+// Declarations of the distributed-training keys of `cohort train` (parallel and the sections
+// of the registered strategies, comm, ckpt, fault):
 // part of the registry behind docs/config.md.
+#include "cohort/parallel/strategy_registry.h"
 #include "cohort/train/train_config.h"
 
 namespace cohort::train {
@@ -47,36 +49,6 @@ void add_comm_run_keys(ConfigRegistry& r) {
   add_comm_backend_keys(r);
 }
 
-void add_ddp_keys(ConfigRegistry& r) {
-  r.add({"ddp.bucket_mb",
-         T::kFloat,
-         25.0,
-         "Gradient bucket size in MiB (PyTorch's bucket_cap_mb).",
-         "",
-         {},
-         0.001});
-  r.add({"ddp.first_bucket_mb",
-         T::kFloat,
-         1.0,
-         "Size of the first bucket in MiB: small, so communication starts early in backward.",
-         "",
-         {},
-         0.001});
-  r.add({"ddp.find_unused_parameters", T::kBool, false,
-         "Tolerate parameters that get no gradient (counted as zero) instead of failing."});
-  r.add({"ddp.gradient_as_bucket_view", T::kBool, true,
-         "Each parameter's .grad is its slot of the gradient bucket (PyTorch's "
-         "gradient_as_bucket_view): no copy of the averaged gradient back into .grad."});
-  r.add({"ddp.check_every",
-         T::kInt,
-         int64_t(0),
-         "Debug: every N steps hash the parameters on every rank and name any rank that "
-         "diverged. 0: off.",
-         "",
-         {},
-         0.0});
-}
-
 void add_ckpt_keys(ConfigRegistry& r) {
   r.add({"ckpt.enabled", T::kBool, true,
          "Write checkpoints (at the end of every epoch, of training, and every "
@@ -117,11 +89,22 @@ void add_fault_keys(ConfigRegistry& r) {
          0.0});
 }
 
+// parallel.strategy, then each registered strategy's own section ([ddp], ...).
+void add_strategy_keys(ConfigRegistry& r) {
+  std::string names;
+  for (const std::string& n : parallel::strategy_names())
+    names += (names.empty() ? "`" : ", `") + n + "`";
+  r.add({"parallel.strategy", T::kString, std::string("ddp"),
+         "How training is distributed, one of the registered strategies (" + names +
+             "). `ddp` on a single process trains as `none`."});
+  parallel::add_strategy_keys(r);
+}
+
 }  // namespace
 
 void add_distributed_keys(ConfigRegistry& r) {
+  add_strategy_keys(r);
   add_comm_run_keys(r);
-  add_ddp_keys(r);
   add_ckpt_keys(r);
   add_fault_keys(r);
 }

@@ -13,6 +13,7 @@
 #include "cohort/nn/models/gpt.h"
 #include "cohort/ops/ops.h"
 #include "cohort/optim/clip.h"
+#include "cohort/parallel/strategy_registry.h"
 #include "cohort/train/components.h"
 #include "cohort/train/metrics_log.h"
 #include "cohort/train/progress.h"
@@ -43,16 +44,6 @@ int64_t steps_per_epoch(const DataSplits& d, int64_t batch, int64_t block, int w
   return std::max<int64_t>(1, text.num_bytes() / (batch * block));
 }
 
-parallel::DdpOptions ddp_options(const Config& cfg) {
-  parallel::DdpOptions o;
-  o.bucket_bytes = size_t(cfg.get_float("ddp.bucket_mb") * double(1 << 20));
-  o.first_bucket_bytes = size_t(cfg.get_float("ddp.first_bucket_mb") * double(1 << 20));
-  o.find_unused_parameters = cfg.get_bool("ddp.find_unused_parameters");
-  o.check_every = cfg.get_int("ddp.check_every");
-  o.gradient_as_bucket_view = cfg.get_bool("ddp.gradient_as_bucket_view");
-  return o;
-}
-
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
@@ -70,17 +61,21 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   s_->opt = make_optimizer(cfg, *s_->model);
   s_->steps_per_epoch =
       steps_per_epoch(s_->data, s_->batch, cfg.get_int("model.block_size"), s_->world->size);
+  s_->grad_accum = cfg.get_int("train.grad_accum_steps");
+  s_->steps_per_epoch = (s_->steps_per_epoch + s_->grad_accum - 1) / s_->grad_accum;
   int64_t max_steps = cfg.get_int("train.max_steps");
   s_->total_steps = cfg.get_int("train.epochs") * s_->steps_per_epoch;
   if (max_steps > 0) s_->total_steps = std::min(s_->total_steps, max_steps);
   if (s_->data.is_text && max_steps > 0) s_->total_steps = max_steps;
   s_->schedule = make_schedule(cfg, s_->total_steps);
-  // Broadcasts rank 0's parameters, so every worker starts from the same model.
-  if (s_->world->distributed())
-    s_->ddp = std::make_unique<parallel::DDP>(*s_->model, s_->world->group, ddp_options(cfg));
+  // Collective for distributed strategies (DDP broadcasts rank 0's parameters).
+  s_->strategy = parallel::make_strategy(cfg.get_string("parallel.strategy"),
+                                         {*s_->model, *s_->opt, s_->world->group, cfg});
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (s_->strategy) s_->strategy->shutdown();
+}
 nn::Module& Trainer::model() {
   return *s_->model;
 }

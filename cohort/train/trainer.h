@@ -4,6 +4,7 @@
 // <run dir>/metrics.jsonl and prints progress and a final summary.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cohort/core/config.h"
 #include "cohort/nn/module.h"
@@ -55,8 +56,9 @@ class Trainer {
   struct State;  // trainer_state.h
 
  private:
-  bool train_step(const data::Batch& b, int64_t epoch, int64_t batch_index, double data_s,
-                  Progress& p);
+  // One optimizer step over `micro` (its micro-batches); batch_index is the last one's.
+  bool train_step(const std::vector<data::Batch>& micro, int64_t epoch, int64_t batch_index,
+                  double data_s, Progress& p);
   void start_run();
   void save_checkpoint();
   void run_epochs(Progress& p);

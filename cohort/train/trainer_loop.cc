@@ -5,7 +5,7 @@
 #include "cohort/data/loader.h"
 #include "cohort/data/text.h"
 #include "cohort/nn/loss.h"
-#include "cohort/optim/clip.h"
+#include "cohort/ops/ops.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/trainer_state.h"
 
@@ -16,30 +16,37 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Forward, backward (DDP averages gradients during it), optimizer; returns the local loss.
-double one_step(Trainer::State& s, const data::Batch& b, StepTimes& t) {
-  auto t0 = Clock::now();
+// One optimizer step over `micro` (train.grad_accum_steps micro-batches, fewer at the end of
+// an epoch): forward and backward of each, the loss scaled so that the gradient is their mean;
+// the strategy communicates in the last backward (DDP) or after the step. Returns the mean
+// local loss.
+double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTimes& t) {
   s.model->train();
-  Tensor loss = nn::cross_entropy(s.forward(b.x), b.y);
-  auto t1 = Clock::now();
-  s.opt->zero_grad();
-  loss.backward();
+  s.strategy->zero_grad();
+  double loss_sum = 0;
+  for (size_t m = 0; m < micro.size(); ++m) {
+    auto t0 = Clock::now();
+    Tensor loss = nn::cross_entropy(s.strategy->forward(micro[m].x), micro[m].y);
+    auto t1 = Clock::now();
+    loss_sum += double(loss.item<float>());
+    if (micro.size() > 1) loss = ops::mul_scalar(loss, 1.0 / double(micro.size()));
+    s.strategy->backward(loss, /*sync=*/m + 1 == micro.size());
+    t.forward_s += std::chrono::duration<double>(t1 - t0).count();
+    t.backward_s += seconds_since(t1);
+    t.samples += micro[m].y.size(0);
+  }
   auto t2 = Clock::now();
   double clip = s.cfg.get_float("optim.clip_grad_norm");
-  if (clip > 0) optim::clip_grad_norm(s.opt->params(), clip);
+  if (clip > 0) s.strategy->clip_grad_norm(clip);
   s.schedule->apply(*s.opt, s.step);
-  s.opt->step();
-  t.forward_s = std::chrono::duration<double>(t1 - t0).count();
-  t.backward_s = std::chrono::duration<double>(t2 - t1).count();
+  s.strategy->step();
   t.optimizer_s = seconds_since(t2);
-  if (s.ddp) {
-    const parallel::DdpStepStats& d = s.ddp->last_step();
-    t.exposed_s = d.exposed_s;
-    t.comm_s = d.comm_s;
-    t.bytes_sent = d.bytes_sent;
-    t.bytes_received = d.bytes_received;
-  }
-  return double(loss.item<float>());
+  parallel::StrategyStats c = s.strategy->last_stats();
+  t.exposed_s = c.exposed_s;
+  t.comm_s = c.comm_s;
+  t.bytes_sent = c.bytes_sent;
+  t.bytes_received = c.bytes_received;
+  return loss_sum / double(micro.size());
 }
 
 void log_eval(Trainer::State& s, Progress& p, const EvalResult& r, int64_t epoch) {
@@ -88,13 +95,12 @@ bool Trainer::State::out_of_time() {
 }
 
 // One training step plus its bookkeeping; returns false when training must stop.
-bool Trainer::train_step(const data::Batch& b, int64_t epoch, int64_t batch_index, double data_s,
-                         Progress& p) {
+bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, int64_t batch_index,
+                         double data_s, Progress& p) {
   State& s = *s_;
   StepTimes t;
   t.data_s = data_s;
-  double loss = one_step(s, b, t);
-  t.samples = b.y.size(0);
+  double loss = one_step(s, micro, t);
   s.metrics.add(t);
   s.train_seconds += t.total_s();
   ++s.step;
@@ -131,11 +137,20 @@ void Trainer::run_epochs(Progress& p) {
     loader.set_epoch(epoch);
     if (epoch == s.resume_pos.epoch) loader.resume_at(s.resume_pos.batch_in_epoch);
     int64_t next_batch = epoch == s.resume_pos.epoch ? s.resume_pos.batch_in_epoch : 0;
+    std::vector<data::Batch> micro;
+    double data_s = 0;
     auto wait_from = Clock::now();
     for (auto it = loader.begin(); !(it == loader.end()); ++it) {
-      more = train_step(*it, epoch, it.index(), seconds_since(wait_from), p);
+      data_s += seconds_since(wait_from);
+      micro.push_back(*it);
       next_batch = it.index() + 1;
-      if (!more) break;
+      // A step takes grad_accum micro-batches; the last step of an epoch may take fewer.
+      if (int64_t(micro.size()) == s.grad_accum || next_batch == loader.len()) {
+        more = train_step(micro, epoch, it.index(), data_s, p);
+        micro.clear();
+        data_s = 0;
+        if (!more) break;
+      }
       wait_from = Clock::now();
     }
     s.last_eval = evaluate();
@@ -154,9 +169,13 @@ void Trainer::run_text(Progress& p) {
   bool more = s.step < s.total_steps;
   while (more) {
     auto t0 = Clock::now();
-    data::Batch b = text.random_batch(s.batch, seed, s.step * s.world->size + s.world->rank);
+    std::vector<data::Batch> micro;
+    for (int64_t m = 0; m < s.grad_accum; ++m) {  // every micro-batch of every rank differs
+      int64_t index = (s.step * s.grad_accum + m) * s.world->size + s.world->rank;
+      micro.push_back(text.random_batch(s.batch, seed, index));
+    }
     int64_t epoch = s.step / s.steps_per_epoch;
-    more = train_step(b, epoch, s.step % s.steps_per_epoch, seconds_since(t0), p);
+    more = train_step(micro, epoch, s.step % s.steps_per_epoch, seconds_since(t0), p);
   }
   s.last_eval = evaluate();
   log_eval(s, p, s.last_eval, s.step / s.steps_per_epoch);

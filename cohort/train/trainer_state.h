@@ -6,7 +6,7 @@
 
 #include "cohort/ckpt/checkpoint.h"
 #include "cohort/optim/schedule.h"
-#include "cohort/parallel/ddp.h"
+#include "cohort/parallel/strategy.h"
 #include "cohort/train/components.h"
 #include "cohort/train/metrics_log.h"
 #include "cohort/train/step_metrics.h"
@@ -33,13 +33,14 @@ struct Trainer::State {
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<MetricsLog> log;
   // Declared after the model and optimizer, so destroyed before them.
-  std::unique_ptr<parallel::DDP> ddp;             // distributed runs only
+  std::unique_ptr<parallel::Strategy> strategy;   // parallel.strategy ("none" for one process)
   std::unique_ptr<ckpt::CheckpointManager> ckpt;  // rank 0 writes; every rank may read
   StepMetrics metrics;
   std::string run_dir;
   int64_t batch = 0;
   int64_t total_steps = 0;
   int64_t steps_per_epoch = 0;
+  int64_t grad_accum = 1;  // train.grad_accum_steps: micro-batches per step
   int64_t step = 0;
   double train_seconds = 0;
   int64_t samples = 0;
@@ -57,7 +58,6 @@ struct Trainer::State {
   // train.time_limit_s reached; in a distributed run rank 0 decides for everyone, so that all
   // ranks stop after the same step.
   bool out_of_time();
-  Tensor forward(const Tensor& x) { return ddp ? (*ddp)(x) : (*model)(x); }
 };
 
 // Creates <run.dir>/<run.name>; the chief also writes config.toml there.

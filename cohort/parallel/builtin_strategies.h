@@ -1,0 +1,19 @@
+#pragma once
+// Internal to parallel/: the strategies the registry starts with (strategy_registry.cc).
+#include <memory>
+#include <vector>
+
+#include "cohort/parallel/strategy_registry.h"
+
+namespace cohort::parallel {
+
+StrategyRegistration none_strategy_registration();  // strategy.cc
+// "none" itself, for strategies that run single-process jobs without communicating.
+std::unique_ptr<Strategy> make_none_strategy(const StrategyContext& ctx);
+StrategyRegistration ddp_strategy_registration();  // ddp_strategy.cc
+
+inline std::vector<StrategyRegistration> builtin_strategies() {
+  return {none_strategy_registration(), ddp_strategy_registration()};
+}
+
+}  // namespace cohort::parallel

@@ -1,0 +1,81 @@
+// The "ddp" strategy: parallel::DDP behind the Strategy seam, with its config keys.
+#include "cohort/parallel/ddp_strategy.h"
+
+#include "cohort/parallel/builtin_strategies.h"
+
+namespace cohort::parallel {
+namespace {
+
+void add_ddp_keys(ConfigRegistry& r) {
+  r.add({"ddp.bucket_mb",
+         ConfigType::kFloat,
+         25.0,
+         "Gradient bucket size in MiB (PyTorch's bucket_cap_mb).",
+         "",
+         {},
+         0.001});
+  r.add({"ddp.first_bucket_mb",
+         ConfigType::kFloat,
+         1.0,
+         "Size of the first bucket in MiB: small, so communication starts early in backward.",
+         "",
+         {},
+         0.001});
+  r.add({"ddp.find_unused_parameters", ConfigType::kBool, false,
+         "Tolerate parameters that get no gradient (counted as zero) instead of failing."});
+  r.add({"ddp.gradient_as_bucket_view", ConfigType::kBool, true,
+         "Each parameter's .grad is its slot of the gradient bucket (PyTorch's "
+         "gradient_as_bucket_view): no copy of the averaged gradient back into .grad."});
+  r.add({"ddp.check_every",
+         ConfigType::kInt,
+         int64_t(0),
+         "Debug: every N steps hash the parameters on every rank and name any rank that "
+         "diverged. 0: off.",
+         "",
+         {},
+         0.0});
+}
+
+}  // namespace
+
+DdpOptions ddp_options_from(const Config& cfg) {
+  DdpOptions o;
+  o.bucket_bytes = size_t(cfg.get_float("ddp.bucket_mb") * double(1 << 20));
+  o.first_bucket_bytes = size_t(cfg.get_float("ddp.first_bucket_mb") * double(1 << 20));
+  o.find_unused_parameters = cfg.get_bool("ddp.find_unused_parameters");
+  o.check_every = cfg.get_int("ddp.check_every");
+  o.gradient_as_bucket_view = cfg.get_bool("ddp.gradient_as_bucket_view");
+  return o;
+}
+
+DdpStrategy::DdpStrategy(const StrategyContext& ctx, DdpOptions options)
+    : Strategy(ctx), ddp_(ctx.model, ctx.group, options) {}
+
+void DdpStrategy::backward(const Tensor& loss, bool sync) {
+  if (sync) {
+    loss.backward();
+    return;
+  }
+  auto local = ddp_.no_sync();  // accumulate in .grad; the synced backward averages the sum
+  loss.backward();
+}
+
+StrategyStats DdpStrategy::last_stats() const {
+  const DdpStepStats& d = ddp_.last_step();
+  return {.comm_s = d.comm_s,
+          .exposed_s = d.exposed_s,
+          .bytes_sent = d.bytes_sent,
+          .bytes_received = d.bytes_received};
+}
+
+StrategyRegistration ddp_strategy_registration() {
+  return {.name = "ddp",
+          .description = "data parallel: gradients averaged by allreduce during backward",
+          .add_keys = add_ddp_keys,
+          .make = [](const StrategyContext& ctx) -> std::unique_ptr<Strategy> {
+            if (ctx.group == nullptr) return make_none_strategy(ctx);  // a job of one
+            return std::make_unique<DdpStrategy>(ctx, ddp_options_from(ctx.config));
+          }};
+}
+
+}  // namespace cohort::parallel

@@ -1,0 +1,27 @@
+#pragma once
+// The "ddp" strategy (strategy.h): DDP (ddp.h) behind the Strategy seam. Gradient accumulation
+// runs the micro-batches before the last under no_sync; the last one's backward averages the
+// accumulated sum. Its keys are the [ddp] section (docs/config.md).
+#include "cohort/parallel/ddp.h"
+#include "cohort/parallel/strategy.h"
+
+namespace cohort::parallel {
+
+// DdpOptions from the [ddp] keys of `cfg`.
+DdpOptions ddp_options_from(const Config& cfg);
+
+class DdpStrategy : public Strategy {
+ public:
+  // Collective (DDP's construction): broadcasts rank 0's parameters.
+  DdpStrategy(const StrategyContext& ctx, DdpOptions options);
+  std::string name() const override { return "ddp"; }
+  Tensor forward(const Tensor& x) override { return ddp_(x); }
+  void backward(const Tensor& loss, bool sync) override;
+  StrategyStats last_stats() const override;
+  DDP& ddp() { return ddp_; }
+
+ private:
+  DDP ddp_;
+};
+
+}  // namespace cohort::parallel

@@ -1,0 +1,93 @@
+#pragma once
+// Strategy: how a training step is distributed. The one seam every way of training plugs into
+// (DDP, local SGD, and later ZeRO, pipeline, parameter servers): the trainer (train/) calls only
+// this interface, and a strategy talks to the network only through comm::ProcessGroup. A new
+// strategy is a class plus one register_strategy() call (strategy_registry.h); nothing in the
+// trainer changes. Usable without the trainer: a hand-written loop runs
+//
+//   auto s = parallel::make_strategy("ddp", {model, opt, group, cfg});
+//   for (micro-batch m of k) {
+//     Tensor loss = nn::cross_entropy(s->forward(x_m), y_m);
+//     s->backward(ops::mul(loss, 1.0 / k), /*sync=*/m == k - 1);
+//   }
+//   s->clip_grad_norm(1.0);  // optional
+//   s->step();
+//   s->zero_grad();
+//
+// Contract: every rank calls the same methods in the same order (a strategy may communicate in
+// any of them). The default implementations are those of single-process training.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cohort/comm/process_group.h"
+#include "cohort/core/config.h"
+#include "cohort/nn/module.h"
+#include "cohort/optim/optimizer.h"
+
+namespace cohort::parallel {
+
+// What a strategy is built from. `group` is null for a job of one process.
+struct StrategyContext {
+  nn::Module& model;
+  optim::Optimizer& optimizer;
+  std::shared_ptr<comm::ProcessGroup> group;
+  const Config& config;  // the strategy reads its own keys (declared with its registration)
+};
+
+// Communication of the last step, for the step metrics (train/step_metrics.h).
+struct StrategyStats {
+  double comm_s = 0;     // time collectives ran
+  double exposed_s = 0;  // part of it the step waited for (not hidden behind computation)
+  uint64_t bytes_sent = 0, bytes_received = 0;
+};
+
+// What a strategy keeps across a checkpoint. Saved from rank 0: state that differs between
+// ranks is not restored on the others (per-rank checkpoint files are a later step).
+struct StrategyState {
+  nn::NamedTensors tensors;
+  nlohmann::json values = nlohmann::json::object();
+};
+
+class Strategy {
+ public:
+  explicit Strategy(const StrategyContext& ctx)
+      : model_(ctx.model), optimizer_(ctx.optimizer), group_(ctx.group) {}
+  virtual ~Strategy() = default;
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+
+  // The registered name ("ddp", "none", ...).
+  virtual std::string name() const = 0;
+  // The model's forward (through a wrapper where the strategy has one).
+  virtual Tensor forward(const Tensor& x) { return model_.forward(x); }
+  // Backward of one micro-batch's loss. `sync` is false for all but the last micro-batch of a
+  // step (gradient accumulation): a data-parallel strategy communicates only when it is true.
+  virtual void backward(const Tensor& loss, bool sync);
+  // Clips gradients by their global L2 norm (over every rank's shard where the strategy
+  // shards them); returns the norm before clipping.
+  virtual double clip_grad_norm(double max_norm);
+  // The optimizer step, and whatever communication follows it (e.g. averaging parameters).
+  virtual void step() { optimizer_.step(); }
+  virtual void zero_grad() { optimizer_.zero_grad(); }
+  virtual StrategyStats last_stats() const { return {}; }
+  virtual StrategyState state() const { return {}; }
+  // Restores what state() returned (InvalidArgument naming what does not fit). An empty state
+  // (a checkpoint written by another strategy) leaves the strategy as constructed.
+  virtual void load_state(const StrategyState& state) {}
+  // Waits for communication still in flight; never throws. Called before destruction.
+  virtual void shutdown() noexcept {}
+
+  nn::Module& model() { return model_; }
+  optim::Optimizer& optimizer() { return optimizer_; }
+  const std::shared_ptr<comm::ProcessGroup>& group() const { return group_; }
+
+ protected:
+  nn::Module& model_;
+  optim::Optimizer& optimizer_;
+  std::shared_ptr<comm::ProcessGroup> group_;
+};
+
+}  // namespace cohort::parallel

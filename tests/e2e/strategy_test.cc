@@ -1,0 +1,157 @@
+// The strategy seam (parallel/strategy.h) and gradient accumulation through the trainer:
+// in-process Trainers for numerics, the real CLI for multi-worker runs and errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cohort/parallel/strategy_registry.h"
+#include "cohort/train/train_config.h"
+#include "cohort/train/trainer.h"
+#include "tests/e2e/run_cli.h"
+
+namespace fs = std::filesystem;
+
+namespace cohort {
+namespace {
+
+using testing::CliResult;
+using testing::run_cli;
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d =
+      fs::temp_directory_path() / ("cohort_strategy_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Synthetic data, the default MLP, plain SGD (no momentum), one thread, no checkpoints.
+std::vector<std::string> small_job(const fs::path& dir, int64_t batch, int64_t accum) {
+  return {"data.dataset=synthetic",
+          "data.synthetic_samples=512",
+          "data.batch_size=" + std::to_string(batch),
+          "train.grad_accum_steps=" + std::to_string(accum),
+          "optim.momentum=0",
+          "run.threads=1",
+          "run.progress=none",
+          "ckpt.enabled=false",
+          "run.dir=" + dir.string()};
+}
+
+std::vector<float> trained_params(const std::vector<std::string>& overrides, int64_t* steps) {
+  train::Trainer t(train::load_config("/dev/null", overrides));
+  *steps = t.run().steps;
+  std::vector<float> out;
+  for (const auto& [name, p] : t.model().named_parameters()) {
+    auto v = p.to_vector<float>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// Two micro-batches of 32 per step train like one batch of 64: the same samples (the data
+// order does not depend on the batch size) and the mean of their gradients.
+TEST(GradAccum, TwoMicroBatchesOf32MatchOneBatchOf64) {
+  fs::path d = fresh_dir("accum");
+  int64_t steps_a = 0, steps_b = 0;
+  auto a = trained_params(small_job(d, 64, 1), &steps_a);
+  auto b = trained_params(small_job(d, 32, 2), &steps_b);
+  EXPECT_EQ(steps_a, 8);  // 512 / 64
+  EXPECT_EQ(steps_b, 8);
+  ASSERT_EQ(a.size(), b.size());
+  double diff = 0, scale = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, double(std::abs(a[i] - b[i])));
+    scale = std::max(scale, double(std::abs(a[i])));
+  }
+  EXPECT_LE(diff / scale, 1e-5);
+  fs::remove_all(d);
+}
+
+// An epoch whose batch count is not a multiple of the accumulation ends with a shorter step.
+TEST(GradAccum, AShortLastStepEndsTheEpoch) {
+  fs::path d = fresh_dir("short");
+  int64_t steps = 0;
+  trained_params(small_job(d, 64, 3), &steps);  // 8 batches: 3 + 3 + 2
+  EXPECT_EQ(steps, 3);
+  fs::remove_all(d);
+}
+
+nlohmann::json summary(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  return nlohmann::json::parse(last);
+}
+
+std::string cli_job(const fs::path& dir, const std::string& name) {
+  return "train /dev/null --set data.dataset=synthetic --set data.synthetic_samples=1024"
+         " --set data.batch_size=32 --set run.threads=1 --set run.progress=none"
+         " --set ckpt.enabled=false --set comm.timeout_s=30 --set run.dir=" +
+         dir.string() + " --set run.name=" + name;
+}
+
+// With DDP the micro-batches before the last do not communicate: half the steps, half the
+// bytes of the same data without accumulation.
+TEST(GradAccum, DdpCommunicatesOncePerStep) {
+  fs::path d = fresh_dir("ddp_accum");
+  CliResult one = run_cli(cli_job(d, "one") + " --workers 2");
+  ASSERT_EQ(one.status, 0) << one.output;
+  CliResult two = run_cli(cli_job(d, "two") + " --workers 2 --set train.grad_accum_steps=2");
+  ASSERT_EQ(two.status, 0) << two.output;
+  nlohmann::json a = summary(d / "one" / "metrics.jsonl"), b = summary(d / "two" / "metrics.jsonl");
+  EXPECT_EQ(a["steps"], 16);  // 1024 samples / 2 workers / 32
+  EXPECT_EQ(b["steps"], 8);
+  double bytes_a = a["bytes_sent"].get<double>(), bytes_b = b["bytes_sent"].get<double>();
+  EXPECT_NEAR(bytes_b / bytes_a, 0.5, 0.05) << bytes_a << " vs " << bytes_b;
+  fs::remove_all(d);
+}
+
+TEST(StrategySeam, UnknownStrategyNamesTheRegisteredOnes) {
+  fs::path d = fresh_dir("unknown");
+  CliResult r = run_cli(cli_job(d, "x") + " --set parallel.strategy=zero9");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown strategy 'zero9'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'ddp'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'none'"), std::string::npos) << r.output;
+  fs::remove_all(d);
+}
+
+TEST(StrategySeam, NoneWithSeveralWorkersIsRefusedOnEveryRank) {
+  fs::path d = fresh_dir("none2");
+  CliResult r = run_cli(cli_job(d, "x") + " --workers 2 --set parallel.strategy=none");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("'none' trains a single process, but this job has 2 workers"),
+            std::string::npos)
+      << r.output;
+  fs::remove_all(d);
+}
+
+TEST(StrategySeam, RegistrationErrorsAreClear) {
+  auto registered = parallel::strategy_names();
+  EXPECT_NE(std::find(registered.begin(), registered.end(), "ddp"), registered.end());
+  try {
+    parallel::register_strategy({.name = "ddp", .make = [](const parallel::StrategyContext&) {
+                                   return std::unique_ptr<parallel::Strategy>();
+                                 }});
+    FAIL() << "registering 'ddp' twice was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'ddp' is already registered"), std::string::npos);
+  }
+  // The trainer's registry is built by now (the tests above read configs): too late for keys.
+  train::train_registry();
+  try {
+    parallel::register_strategy({.name = "late", .make = [](const parallel::StrategyContext&) {
+                                   return std::unique_ptr<parallel::Strategy>();
+                                 }});
+    FAIL() << "a registration after the config keys were declared was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("before reading any config"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace cohort

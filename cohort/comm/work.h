@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,20 +34,35 @@ class Work {
   // "allreduce #12" — names the operation in errors.
   const std::string& name() const;
 
+  // Chained asynchronous work (torch's Future.then), e.g. a DDP comm hook that runs two
+  // collectives in a row (PowerSGD). The returned Work completes when the Work that `next`
+  // returns completes. `next` runs at most once, after this operation succeeded, on the thread
+  // that first waits for the returned Work (wait()); done() never runs it. That rule keeps the
+  // collectives continuations issue in the same order on every rank whenever the ranks wait in
+  // the same order (DDP waits for its buckets in index order). If this operation fails, the
+  // chain fails with its error and `next` never runs; an exception from `next` is the chain's.
+  Work then(std::function<Work()> next) const;
+
   // Used by the communicator: a fresh pending Work and its completion. While a thread blocks
   // in wait(), `hint` (if any) counts it as a waiter, so the transfer polls hard again.
   static Work pending(std::string name, std::shared_ptr<transport::WaitHint> hint = nullptr);
   void complete(std::exception_ptr error) const;
 
  private:
+  struct Chain;
   struct State {
     std::string name;
+    std::shared_ptr<Chain> chain;  // set for a Work made by then()
     mutable std::mutex mu;
     std::condition_variable cv;
     bool done = false;
     std::exception_ptr error;
     std::shared_ptr<transport::WaitHint> hint;
   };
+  explicit Work(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  // Chains: waits for the first operation (until `deadline`, if any), runs the continuation
+  // once, and returns the Work it gave.
+  Work advance_chain(const std::chrono::steady_clock::time_point* deadline) const;
   std::shared_ptr<State> state_;
 };
 

@@ -91,4 +91,20 @@ void DDP::check_parameters_in_sync() {
   check_in_sync(*group_, params_, options_.timeout);
 }
 
+void DDP::register_comm_hook(std::shared_ptr<CommHook> hook) {
+  COHORT_CHECK_ARG(hook != nullptr, "DDP::register_comm_hook: null hook");
+  COHORT_CHECK_ARG(!hook_registered_, "DDP::register_comm_hook: a hook ('",
+                   reducer_->comm_hook().name(),
+                   "') is already registered; register one hook, once");
+  COHORT_CHECK_ARG(reducer_->synced_steps() == 0, "DDP::register_comm_hook: register the hook ('",
+                   hook->name(), "') before the first backward, not after ",
+                   reducer_->synced_steps(), " synced step(s)");
+  reducer_->set_comm_hook(std::move(hook));
+  hook_registered_ = true;
+}
+
+CommHook& DDP::comm_hook() const {
+  return reducer_->comm_hook();
+}
+
 }  // namespace cohort::parallel

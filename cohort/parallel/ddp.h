@@ -19,6 +19,7 @@
 
 #include "cohort/comm/process_group.h"
 #include "cohort/nn/module.h"
+#include "cohort/parallel/comm_hook.h"
 #include "cohort/parallel/ddp_options.h"
 
 namespace cohort::parallel {
@@ -58,6 +59,12 @@ class DDP {
   };
   NoSync no_sync();
 
+  // Replaces the default averaging allreduce with `hook` (comm_hook.h), as torch's
+  // register_comm_hook. Once, before the first backward; InvalidArgument otherwise. Every
+  // rank registers an equivalent hook.
+  void register_comm_hook(std::shared_ptr<CommHook> hook);
+  CommHook& comm_hook() const;
+
   // Statistics of the last synced backward (zeros before the first).
   const DdpStepStats& last_step() const;
   // Number of buckets in the current assignment (rebuilt after the first synced step).
@@ -74,6 +81,7 @@ class DDP {
   DdpOptions options_;
   nn::NamedTensors params_;  // every parameter, once each (tied weights deduplicated)
   std::shared_ptr<Reducer> reducer_;
+  bool hook_registered_ = false;
 };
 
 }  // namespace cohort::parallel

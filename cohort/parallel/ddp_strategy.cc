@@ -68,6 +68,18 @@ StrategyStats DdpStrategy::last_stats() const {
           .bytes_received = d.bytes_received};
 }
 
+StrategyState DdpStrategy::state() const {
+  StrategyState st = ddp_.comm_hook().state();
+  st.values = {{"comm_hook", ddp_.comm_hook().name()}, {"hook", st.values}};
+  return st;
+}
+
+void DdpStrategy::load_state(const StrategyState& state) {
+  if (state.values.value("comm_hook", "") != ddp_.comm_hook().name()) return;
+  StrategyState hook{state.tensors, state.values.at("hook")};
+  ddp_.comm_hook().load_state(hook);
+}
+
 StrategyRegistration ddp_strategy_registration() {
   return {.name = "ddp",
           .description = "data parallel: gradients averaged by allreduce during backward",

@@ -18,6 +18,10 @@ class DdpStrategy : public Strategy {
   Tensor forward(const Tensor& x) override { return ddp_(x); }
   void backward(const Tensor& loss, bool sync) override;
   StrategyStats last_stats() const override;
+  // The comm hook's state, tagged with its name (a checkpoint of another hook restores
+  // nothing into this one).
+  StrategyState state() const override;
+  void load_state(const StrategyState& state) override;
   DDP& ddp() { return ddp_; }
 
  private:

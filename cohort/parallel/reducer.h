@@ -31,6 +31,7 @@
 
 #include "cohort/comm/process_group.h"
 #include "cohort/parallel/buckets.h"
+#include "cohort/parallel/comm_hook.h"
 #include "cohort/parallel/ddp_options.h"
 #include "cohort/tensor/tensor.h"
 
@@ -54,6 +55,9 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void install_hooks();
   void detach();  // hooks become no-ops from now on (DDP's destructor)
 
+  // The hook each ready bucket is handed to (comm_hook.h); AllreduceHook until replaced.
+  void set_comm_hook(std::shared_ptr<CommHook> hook) { hook_ = std::move(hook); }
+  CommHook& comm_hook() const { return *hook_; }
   void set_sync(bool on) { sync_ = on; }
   bool sync() const { return sync_; }
   const DdpStepStats& stats() const { return stats_; }
@@ -108,6 +112,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   bool rebuilt_ = false;
   int64_t synced_steps_ = 0;
   std::function<void(int64_t)> after_step_;
+  std::shared_ptr<CommHook> hook_ = std::make_shared<AllreduceHook>();
   DdpStepStats stats_;
 
   // Per iteration.

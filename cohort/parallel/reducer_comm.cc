@@ -37,12 +37,17 @@ double seconds(Reducer::Clock::duration d) {
 
 void Reducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
+  GradBucket view{.index = b,
+                  .num_buckets = buckets_.size(),
+                  .data = static_cast<float*>(bucket.flat.raw_data()),
+                  .numel = bucket.layout.numel,
+                  .parameters = {},
+                  .offsets = bucket.layout.offsets,
+                  .timeout = options_.timeout};
+  for (size_t p : bucket.layout.params) view.parameters.push_back(params_[p].name);
   try {
-    bucket.work = group_.allreduce_async({.output = bucket.flat.raw_data(),
-                                          .count = bucket.layout.numel,
-                                          .dtype = comm::DType::f32,
-                                          .op = comm::ReduceOp::avg,
-                                          .timeout = options_.timeout});
+    bucket.work = hook_->run(group_, view);
+    COHORT_CHECK_ARG(bucket.work.valid(), "comm hook '", hook_->name(), "' returned an empty Work");
   } catch (...) {
     rethrow_with_context(std::current_exception(), bucket_name(b) + ": cannot launch: ");
   }
@@ -110,7 +115,8 @@ void Reducer::wait_buckets() {
     try {
       bucket.work.wait();  // bounded by the collective's own deadline
     } catch (...) {
-      rethrow_with_context(std::current_exception(), bucket_name(b) + ": allreduce failed: ");
+      rethrow_with_context(std::current_exception(),
+                           bucket_name(b) + ": " + hook_->name() + " failed: ");
     }
     if (!bucket.observed_done) {
       bucket.observed_done = true;

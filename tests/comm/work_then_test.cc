@@ -1,0 +1,98 @@
+// Work::then: chained asynchronous work (comm/work.h), with completions made by hand for the
+// rules and with real collectives for the use.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cohort/comm/process_group.h"
+#include "cohort/core/error.h"
+#include "tests/comm/collective_util.h"
+
+namespace cohort::comm {
+namespace {
+
+Work done_work(const char* name) {
+  Work w = Work::pending(name);
+  w.complete(nullptr);
+  return w;
+}
+
+TEST(WorkThen, TheContinuationRunsOnceOnTheWaitingThreadNeverInDone) {
+  Work first = Work::pending("first");
+  int runs = 0;
+  Work chain = first.then([&] {
+    ++runs;
+    return done_work("second");
+  });
+  EXPECT_FALSE(chain.done());
+  first.complete(nullptr);
+  EXPECT_FALSE(chain.done()) << "done() must not run the continuation";
+  EXPECT_EQ(runs, 0);
+  chain.wait();
+  EXPECT_EQ(runs, 1);
+  EXPECT_TRUE(chain.done());
+  chain.wait();
+  chain.wait(std::chrono::milliseconds(10));
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(chain.exception(), nullptr);
+}
+
+TEST(WorkThen, AFailedFirstOperationFailsTheChainWithoutRunningTheContinuation) {
+  Work first = Work::pending("allreduce #3");
+  int runs = 0;
+  Work chain = first.then([&] {
+    ++runs;
+    return done_work("second");
+  });
+  first.complete(std::make_exception_ptr(IoError("peer 1 closed the connection")));
+  EXPECT_TRUE(chain.done());
+  EXPECT_THROW(chain.wait(), IoError);
+  EXPECT_NE(chain.exception(), nullptr);
+  EXPECT_EQ(runs, 0);
+}
+
+TEST(WorkThen, AThrowingContinuationIsTheChainsErrorAndRunsOnce) {
+  Work first = done_work("first");
+  int runs = 0;
+  Work chain = first.then([&]() -> Work {
+    ++runs;
+    throw InvalidArgument("bad bucket");
+  });
+  EXPECT_THROW(chain.wait(), InvalidArgument);
+  EXPECT_THROW(chain.wait(), InvalidArgument);
+  EXPECT_TRUE(chain.done());
+  EXPECT_NE(chain.exception(), nullptr);
+  EXPECT_EQ(runs, 1);
+}
+
+TEST(WorkThen, WaitWithATimeoutCoversTheWholeChain) {
+  Work first = Work::pending("allreduce #7");
+  Work chain = first.then([] { return done_work("second"); });
+  EXPECT_THROW(chain.wait(std::chrono::milliseconds(20)), Timeout);
+  Work stuck = done_work("first").then([] { return Work::pending("never"); });
+  EXPECT_THROW(stuck.wait(std::chrono::milliseconds(20)), Timeout);
+  EXPECT_THROW(Work().then([] { return done_work("x"); }), InvalidArgument);
+  EXPECT_THROW(done_work("empty").then([] { return Work(); }).wait(), InvalidArgument);
+}
+
+// Two collectives in a row, as a comm hook issues them: sum, then (in the continuation) the
+// second buffer scaled by the first result, on every rank.
+TEST(WorkThen, ChainsTwoCollectivesOnThreeRanks) {
+  constexpr int kRanks = 3;
+  auto store = std::make_shared<rendezvous::HashStore>();
+  testing::run_ranks(kRanks, [&](int r) {
+    auto pg = make_process_group(Communicator::create(
+        store, r, kRanks, testing::test_options(transport::TransportKind::kShm)));
+    std::vector<float> a(1001, float(r + 1)), b(5, 1.0f);
+    Work w = pg->allreduce_async({.output = a.data(), .count = a.size()}).then([&] {
+      for (float& x : b) x *= a[0];  // 6 = 1 + 2 + 3
+      return pg->allreduce_async({.output = b.data(), .count = b.size()});
+    });
+    w.wait();
+    EXPECT_EQ(a[1000], 6.0f);
+    EXPECT_EQ(b[4], 18.0f);  // 3 ranks x 6
+  });
+}
+
+}  // namespace
+}  // namespace cohort::comm

@@ -153,5 +153,53 @@ TEST(StrategySeam, RegistrationErrorsAreClear) {
   }
 }
 
+std::vector<nlohmann::json> records(const fs::path& metrics, const std::string& event) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == event) out.push_back(j);
+  }
+  return out;
+}
+
+// examples/local_sgd_strategy.cpp registers a strategy and is the whole CLI: the strategy
+// trains with --workers 2, communicates only every `period` steps, declares its own key and
+// has its state in the checkpoint. The plain cohort binary does not know it.
+TEST(StrategySeam, AStrategyFromAnotherProgramTrainsThroughTheCli) {
+  fs::path d = fresh_dir("local_sgd");
+  std::string job = cli_job(d, "lsgd") +
+                    " --workers 2 --set run.log_every=1 --set parallel.strategy=local_sgd_example";
+  auto local_sgd = [](const std::string& args) {
+    return testing::run_shell(std::string(LOCAL_SGD_BIN) + " " + args);
+  };
+  CliResult r = local_sgd(job + " --set local_sgd_example.period=4 --set ckpt.enabled=true");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* f : {"metrics.jsonl", "metrics.rank1.jsonl"}) {
+    auto steps = records(d / "lsgd" / f, "step");
+    ASSERT_EQ(steps.size(), 16u) << f;
+    for (const auto& s : steps) {
+      bool averaged = s["step"].get<int64_t>() % 4 == 0;
+      EXPECT_EQ(s["bytes_sent"].get<double>() > 0, averaged) << f << " step " << s["step"];
+    }
+    EXPECT_LT(steps.back()["loss"].get<double>(), steps.front()["loss"].get<double>()) << f;
+  }
+  std::ifstream state(d / "lsgd" / "checkpoints" / "step-0000000016" / "state.json");
+  ASSERT_TRUE(state.good());
+  nlohmann::json st = nlohmann::json::parse(state);
+  EXPECT_EQ(st["strategy"]["name"], "local_sgd_example");
+  EXPECT_EQ(st["strategy"]["values"]["steps"], 16);
+
+  CliResult typo = local_sgd(job + " --set local_sgd_example.perod=4");
+  EXPECT_EQ(typo.status, 2) << typo.output;
+  EXPECT_NE(typo.output.find("local_sgd_example.period"), std::string::npos) << typo.output;
+  CliResult plain = run_cli(job);
+  EXPECT_EQ(plain.status, 2) << plain.output;
+  EXPECT_NE(plain.output.find("unknown strategy 'local_sgd_example'"), std::string::npos)
+      << plain.output;
+  fs::remove_all(d);
+}
+
 }  // namespace
 }  // namespace cohort

@@ -1,0 +1,35 @@
+// The cohort command line: one file per subcommand (train_cmd.cc, config_cmd.cc).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cohort/core/error.h"
+#include "tools/cohort/cli.h"
+#include "tools/cohort/commands.h"
+
+int cohort::cli::main(int argc, char** argv) {
+  CLI::App app{"cohort: distributed deep-learning training"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "cohort 0.1.0");
+  cohort::cli::Handlers handlers;
+  cohort::cli::add_train_command(app, handlers);
+  cohort::cli::add_config_command(app, handlers);
+  cohort::cli::add_bench_command(app, handlers);
+  cohort::cli::add_run_command(app, handlers);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return handlers.run();
+  } catch (const cohort::InvalidArgument& e) {
+    std::fprintf(stderr, "cohort: error: %s\n", e.what());
+    return 2;
+  } catch (const cohort::Error& e) {
+    std::fprintf(stderr, "cohort: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cohort: unexpected error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -227,8 +227,9 @@ void ServerLoop::serve(ServerConn& c) {
   handler_->on_data(c);
   if (c.dead || options_.frame_timeout.count() == 0) return;
   // The frame timer runs while an unfinished frame is buffered, from its first byte (or from
-  // the last frame completed before it).
-  if (c.unparsed() == 0) {
+  // the last frame completed before it); not while the handler holds back because the peer
+  // does not read its answers (then the peer is not stalling, it is being waited on).
+  if (c.unparsed() == 0 || c.unsent() >= options_.max_unsent) {
     c.partial_since = {};
   } else if (c.partial_since == Clock::time_point{} || c.in_pos != before) {
     c.partial_since = Clock::now();

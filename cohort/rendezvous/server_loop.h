@@ -157,6 +157,10 @@ class ServerLoop {
   void refuse(ServerConn& c, Refusal why, const std::string& specifics);  // note + close
   void drop(ServerConn& c, const std::string& why);        // our own failure: logs an error, closes
   void close(ServerConn& c, const std::string& why = "");  // closes without logging
+  // Lets the handler parse what is buffered (on_data), then runs the frame timer. The loop
+  // calls it after every event on c; call it after queuing to c from outside an event (a
+  // posted task), since a flush may have made room to process frames held back.
+  void serve(ServerConn& c);
 
  private:
   void run();
@@ -167,7 +171,6 @@ class ServerLoop {
   void on_readable(ServerConn& c);
   void read_handshake(ServerConn& c);
   void read_frames(ServerConn& c);
-  void serve(ServerConn& c);  // handler->on_data, then the frame timer
   void log_refusal_totals() const;
   void expire(Clock::time_point now);
   void reap();

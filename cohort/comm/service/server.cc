@@ -150,6 +150,7 @@ void Server::Impl::queue(uint64_t peer, Kind kind, uint64_t id, Bytes payload) {
       return;
     }
     enqueue(*c, kind, id, payload);
+    if (!c->dead) loop_.serve(*c);  // frames held back for want of room may go on now
   });
 }
 

@@ -23,13 +23,13 @@ wire::Response ok() {
 }  // namespace
 
 void TcpStoreServer::Impl::process(ServerConn& c) {
-  while (c.state == ServerConn::State::kReady && !c.dead && !c.parked && c.unparsed() > 0 &&
-         c.unsent() < kServerMaxUnsent) {
+  while (c.state == ServerConn::State::kReady && !c.dead && !parked_.count(c.id) &&
+         c.unparsed() > 0 && c.unsent() < kServerMaxUnsent) {
     wire::Request q;
     auto res = wire::parse_request({c.in.data() + c.in_pos, c.unparsed()}, &q);
     if (res.status == wire::ParseStatus::kNeedMore) return;
     if (res.status == wire::ParseStatus::kMalformed)
-      return refuse(c, Refusal::kBadFrame, res.error);
+      return loop_.refuse(c, Refusal::kBadFrame, res.error);
     c.in_pos += res.size;
     execute(c, std::move(q));
   }
@@ -80,38 +80,38 @@ void TcpStoreServer::Impl::execute(ServerConn& c, wire::Request&& q) {
 
 void TcpStoreServer::Impl::park(ServerConn& c, wire::Request&& q) {
   uint64_t ms = std::min(q.timeout_ms, kMaxTimeoutMs);
-  c.park_deadline = Clock::now() + Millis(ms);
-  c.parked = std::move(q);
-  c.park_key = table_.missing(c.parked->keys).front();
-  parked_by_key_[c.park_key].push_back(c.id);
+  ParkedRequest& p = parked_[c.id];
+  p.deadline = Clock::now() + Millis(ms);
+  p.request = std::move(q);
+  p.key = table_.missing(p.request.keys).front();
+  parked_by_key_[p.key].push_back(c.id);
 }
 
 void TcpStoreServer::Impl::unpark(ServerConn& c) {
-  if (!c.parked) return;
-  auto it = parked_by_key_.find(c.park_key);
+  auto pit = parked_.find(c.id);
+  if (pit == parked_.end()) return;
+  auto it = parked_by_key_.find(pit->second.key);
   if (it != parked_by_key_.end()) {
     auto& ids = it->second;
     ids.erase(std::remove(ids.begin(), ids.end(), c.id), ids.end());
     if (ids.empty()) parked_by_key_.erase(it);
   }
-  c.parked.reset();
-  c.park_key.clear();
+  parked_.erase(pit);
 }
 
-// Answers c's parked request if all its keys are present; else re-registers it under the next
+// Answers c's parked request p if all its keys are present; else re-registers it under the next
 // missing key. Returns whether it was answered.
-bool TcpStoreServer::Impl::try_answer_parked(ServerConn& c) {
-  std::vector<std::string> missing = table_.missing(c.parked->keys);
+bool TcpStoreServer::Impl::try_answer_parked(ServerConn& c, ParkedRequest& p) {
+  std::vector<std::string> missing = table_.missing(p.request.keys);
   if (!missing.empty()) {
-    c.park_key = missing.front();
-    parked_by_key_[c.park_key].push_back(c.id);
+    p.key = missing.front();
+    parked_by_key_[p.key].push_back(c.id);
     return false;
   }
   wire::Response r;
-  wire::Command cmd = c.parked->command;
-  if (cmd == wire::Command::kGet) r.value = *table_.find(c.parked->keys[0]);
-  c.parked.reset();
-  c.park_key.clear();
+  wire::Command cmd = p.request.command;
+  if (cmd == wire::Command::kGet) r.value = *table_.find(p.request.keys[0]);
+  parked_.erase(c.id);
   reply(c, cmd, r);
   return true;
 }
@@ -122,17 +122,16 @@ void TcpStoreServer::Impl::wake(const std::string& key) {
   std::vector<uint64_t> ids = std::move(it->second);
   parked_by_key_.erase(it);
   for (uint64_t id : ids) {
-    auto cit = conns_.find(id);
-    if (cit == conns_.end()) continue;
-    ServerConn& c = *cit->second;
-    if (c.dead || !c.parked || c.park_key != key) continue;
-    if (try_answer_parked(c)) resume_.push_back(id);
+    ServerConn* c = loop_.find(id);
+    auto pit = parked_.find(id);
+    if (!c || pit == parked_.end() || pit->second.key != key) continue;
+    if (try_answer_parked(*c, pit->second)) resume_.push_back(id);
   }
 }
 
 void TcpStoreServer::Impl::reply(ServerConn& c, wire::Command command, const wire::Response& r) {
   wire::encode_response(command, r, &c.out);
-  flush(c);
+  loop_.flush(c);
 }
 
 }  // namespace cohort::rendezvous

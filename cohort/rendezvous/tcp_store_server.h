@@ -2,8 +2,9 @@
 // TcpStoreServer: the rendezvous store of a job, hosted by the launcher or by rank 0; clients
 // are TcpStore (tcp_store.h). Protocol: auth.h (handshake), then wire.h (frames).
 //
-// One thread runs a poll() event loop over non-blocking sockets, so one server serves thousands
-// of ranks without a thread per client. A get or wait on a missing key parks that connection;
+// One thread runs a poll() event loop over non-blocking sockets (ServerLoop, server_loop.h, the
+// loop the service channel in comm/service/ runs on too), so one server serves thousands of
+// ranks without a thread per client. A get or wait on a missing key parks that connection;
 // it is answered the moment the key is written, or with a timeout status at its deadline.
 // Nothing polls or spins while waiting.
 //
@@ -12,30 +13,19 @@
 // within auth_timeout is dropped. Each refused peer leaves one warning naming it and the reason,
 //   [W ... store] refused 127.0.0.1:50412: bad HMAC (wrong job secret?)
 // at most 5 such lines a second (a flood is counted, and the next line printed says
-// "(+37 more refused in the last 1.0 s)"), is counted by reason in stats().refused, and the
-// server's shutdown prints the totals. The server keeps serving everyone else.
-#include <array>
+// "(+37 more refused in the last 1.0 s)"), is counted by reason (enum Refusal in
+// server_loop.h) in stats().refused, and the server's shutdown prints the totals. The server keeps
+// serving everyone else.
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "cohort/rendezvous/secret.h"
+#include "cohort/rendezvous/server_loop.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::rendezvous {
-
-// Why the server turned a connection away; stats().refused counts each.
-enum class Refusal {
-  kNotHandshake,  // its first bytes are not a cohort handshake (random bytes, wrong port)
-  kBadHmac,       // its handshake proof is wrong: it does not know the job secret
-  kAuthTimeout,   // it did not finish the handshake within auth_timeout
-  kHungUp,        // it closed (or reset) the connection before authenticating
-  kBadFrame,      // authenticated, then sent a malformed frame (e.g. a huge length field)
-};
-inline constexpr size_t kRefusalKinds = 5;
-// "not a cohort handshake", "bad HMAC", "auth timeout", "hung up", "bad frame".
-const char* refusal_name(Refusal r);
 
 struct TcpStoreServerOptions {
   // Interface to bind. Loopback by default, so nothing off this host can reach the store unless
@@ -50,15 +40,10 @@ struct TcpStoreServerOptions {
 
 class TcpStoreServer {
  public:
-  struct Stats {
-    uint64_t accepted = 0;       // connections accepted
-    uint64_t authenticated = 0;  // of which passed the handshake
-    uint64_t auth_failures = 0;  // refused: wrong secret
-    uint64_t dropped = 0;        // dropped for garbage, malformed frames or auth timeout
-    uint64_t open = 0;           // connections open now
-    uint64_t keys = 0;           // keys held
-    std::array<uint64_t, kRefusalKinds> refused{};  // connections refused, by Refusal
-    uint64_t refused_total() const;
+  // ServerStats (server_loop.h): accepted, authenticated, auth_failures, dropped, open and
+  // refused (by Refusal), plus the keys held.
+  struct Stats : ServerStats {
+    uint64_t keys = 0;  // keys held
   };
 
   // Binds, listens and starts the loop. InvalidArgument for a missing secret (see

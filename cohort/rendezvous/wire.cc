@@ -101,31 +101,17 @@ class Writer {
   Bytes* out_;
 };
 
-uint32_t load_u32(const uint8_t* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
-
 ParseResult malformed(std::string why) {
   return ParseResult{ParseStatus::kMalformed, 0, std::move(why)};
 }
 
-// Checks the header; on success sets *body to the body if it is all present.
-ParseResult parse_header(std::span<const uint8_t> buf, uint32_t magic, const char* kind,
-                         std::span<const uint8_t>* body) {
-  // Check the magic on the bytes present, so garbage is refused at its first byte.
-  for (size_t i = 0; i < 4 && i < buf.size(); ++i)
-    if (buf[i] != uint8_t(magic >> (8 * i)))
-      return malformed(detail::str("bad ", kind, " magic (not a cohort store peer?)"));
-  if (buf.size() < kHeaderBytes) return ParseResult{};
-  uint32_t len = load_u32(buf.data() + 5);
-  if (len > kMaxBodyBytes)
-    return malformed(
-        detail::str(kind, " body length ", len, " exceeds the limit of ", kMaxBodyBytes));
-  size_t total = kHeaderBytes + len;
-  if (buf.size() < total) return ParseResult{ParseStatus::kNeedMore, total, {}};
-  *body = buf.subspan(kHeaderBytes, len);
-  return ParseResult{ParseStatus::kOk, total, {}};
-}
+const frame::Spec kRequestSpec{
+    kRequestMagic, uint8_t(Command::kSet), uint8_t(Command::kWait), kMaxBodyBytes, "request",
+    "command",     "cohort store peer"};
+const frame::Spec kResponseSpec{
+    kResponseMagic,     uint8_t(Status::kOk), uint8_t(Status::kInvalidArgument),
+    kMaxBodyBytes,      "response",           "status",
+    "cohort store peer"};
 
 bool parse_request_body(Reader& r, Request* q) {
   q->keys.resize(1);
@@ -172,33 +158,24 @@ const char* command_name(Command c) {
 }
 
 ParseResult parse_request(std::span<const uint8_t> buf, Request* out) {
-  std::span<const uint8_t> body;
-  ParseResult res = parse_header(buf, kRequestMagic, "request", &body);
-  if (res.status == ParseStatus::kMalformed) return res;
-  if (buf.size() > 4) {
-    uint8_t c = buf[4];
-    if (c < uint8_t(Command::kSet) || c > uint8_t(Command::kWait))
-      return malformed(detail::str("unknown command byte ", int(c)));
-  }
+  frame::Frame f;
+  ParseResult res = frame::parse(buf, kRequestSpec, &f);
   if (res.status != ParseStatus::kOk) return res;
   *out = Request{};
-  out->command = Command(buf[4]);
-  Reader r(body);
+  out->command = Command(f.kind);
+  Reader r(f.body);
   if (!parse_request_body(r, out) || !r.finish())
     return malformed(detail::str(command_name(out->command), " request: ", r.error()));
   return res;
 }
 
 ParseResult parse_response(std::span<const uint8_t> buf, Command command, Response* out) {
-  std::span<const uint8_t> body;
-  ParseResult res = parse_header(buf, kResponseMagic, "response", &body);
-  if (res.status == ParseStatus::kMalformed) return res;
-  if (buf.size() > 4 && buf[4] > uint8_t(Status::kInvalidArgument))
-    return malformed(detail::str("unknown status byte ", int(buf[4])));
+  frame::Frame f;
+  ParseResult res = frame::parse(buf, kResponseSpec, &f);
   if (res.status != ParseStatus::kOk) return res;
   *out = Response{};
-  out->status = Status(buf[4]);
-  Reader r(body);
+  out->status = Status(f.kind);
+  Reader r(f.body);
   bool ok = true;
   if (out->status == Status::kTimeout) {
     ok = r.keys(&out->keys, 0);
@@ -222,20 +199,16 @@ ParseResult parse_response(std::span<const uint8_t> buf, Command command, Respon
 namespace {
 // Writes the header with a placeholder length and patches it once the body is written.
 template <typename Fn>
-void frame(Bytes* out, uint32_t magic, uint8_t kind, Fn&& body) {
-  size_t start = out->size();
+void encode_frame(Bytes* out, uint32_t magic, uint8_t kind, Fn&& body) {
+  const size_t start = frame::begin(out, magic, kind);
   Writer w(out);
-  w.number(magic);
-  w.number(kind);
-  w.number(uint32_t(0));
   body(w);
-  uint32_t len = uint32_t(out->size() - start - kHeaderBytes);
-  for (int i = 0; i < 4; ++i) (*out)[start + 5 + i] = uint8_t(len >> (8 * i));
+  frame::finish(out, start);
 }
 }  // namespace
 
 void encode_request(const Request& q, Bytes* out) {
-  frame(out, kRequestMagic, uint8_t(q.command), [&](Writer& w) {
+  encode_frame(out, kRequestMagic, uint8_t(q.command), [&](Writer& w) {
     switch (q.command) {
       case Command::kSet:
         w.str(q.keys.at(0)), w.blob(q.value);
@@ -263,7 +236,7 @@ void encode_request(const Request& q, Bytes* out) {
 }
 
 void encode_response(Command command, const Response& r, Bytes* out) {
-  frame(out, kResponseMagic, uint8_t(r.status), [&](Writer& w) {
+  encode_frame(out, kResponseMagic, uint8_t(r.status), [&](Writer& w) {
     if (r.status == Status::kTimeout) return w.keys(r.keys);
     if (r.status == Status::kInvalidArgument)
       return w.blob(r.value.data(), std::min(r.value.size(), kMaxMessageBytes));

@@ -1,6 +1,7 @@
 #pragma once
 // The TcpStore wire protocol, after authentication (auth.h). Parsing is a pure function over
-// bytes, so tests/fuzz/store_frame_fuzz.cc can feed it anything.
+// bytes, so tests/fuzz/store_frame_fuzz.cc can feed it anything. Frames are cut by frame.h (the
+// parser the service channel uses too); this file gives the store's magics, kinds and bodies.
 //
 // Every frame: a 9-byte header, then body_len bytes of body. Integers are little-endian.
 //   request:  magic u32 "cST1" | command u8 | body_len u32 | body
@@ -29,13 +30,14 @@
 #include <string>
 #include <vector>
 
+#include "cohort/rendezvous/frame.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::rendezvous::wire {
 
 inline constexpr uint32_t kRequestMagic = 0x31545363;   // "cST1"
 inline constexpr uint32_t kResponseMagic = 0x31525363;  // "cSR1"
-inline constexpr size_t kHeaderBytes = 9;
+inline constexpr size_t kHeaderBytes = frame::kHeaderBytes;
 inline constexpr size_t kMaxKeysPerRequest = 65536;
 inline constexpr size_t kMaxMessageBytes = 4096;
 // The largest legal body: kCompareSet with the largest key and two largest values.
@@ -70,14 +72,10 @@ struct Response {
   std::vector<std::string> keys;  // kTimeout: the keys still missing
 };
 
-enum class ParseStatus { kNeedMore, kOk, kMalformed };
-struct ParseResult {
-  ParseStatus status = ParseStatus::kNeedMore;
-  // kOk: bytes of the frame consumed. kNeedMore: the whole frame's size once the header is in
-  // (0 before), so a reader can ask for exactly the rest.
-  size_t size = 0;
-  std::string error;  // kMalformed: what was wrong, for the log
-};
+// kOk: bytes of the frame consumed. kNeedMore: the whole frame's size once the header is in
+// (0 before), so a reader can ask for exactly the rest. kMalformed: error says what was wrong.
+using ParseStatus = frame::Status;
+using ParseResult = frame::Result;
 
 // Parses one request from the front of buf.
 ParseResult parse_request(std::span<const uint8_t> buf, Request* out);

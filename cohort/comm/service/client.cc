@@ -1,0 +1,222 @@
+#include "cohort/comm/service/client.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "cohort/core/error.h"
+#include "cohort/rendezvous/auth.h"
+
+namespace cohort::comm::service {
+namespace {
+
+constexpr size_t kReadChunk = size_t{256} << 10;
+// The handshake gets its own bound: a server that accepted but is wedged must not hold us for
+// the whole connect retry window.
+constexpr Millis kAuthTimeout = std::chrono::seconds(30);
+
+double secs(Millis m) {
+  return m.count() / 1000.0;
+}
+
+}  // namespace
+
+Client::Client(ClientOptions options) : options_(std::move(options)) {
+  rendezvous::check_secret(options_.secret, options_.secret_policy, options_.name + " client");
+  COHORT_CHECK_ARG(options_.port != 0, options_.name, " client: no port given for ", options_.host);
+  COHORT_CHECK_ARG(
+      options_.max_payload_bytes > 0 && options_.max_payload_bytes <= (size_t{1} << 31),
+      options_.name, " client: max_payload_bytes must be in 1..2^31");
+  address_ = rendezvous::join_host_port(options_.host, options_.port);
+  const std::string what = describe();
+  auto deadline = rendezvous::deadline_after(options_.connect_timeout);
+  fd_ = rendezvous::connect_tcp(options_.host, options_.port, deadline, what);
+  rendezvous::auth::answer_challenge(fd_.get(), options_.secret, kContext,
+                                     std::min(deadline, rendezvous::deadline_after(kAuthTimeout)),
+                                     what);
+  wake_fd_ = rendezvous::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  COHORT_CHECK_IO(wake_fd_.valid(), what, ": eventfd failed: ", std::strerror(errno));
+  reader_ = std::thread([this] { read_loop(); });
+}
+
+Client::~Client() {
+  close();
+}
+
+void Client::close() {
+  std::call_once(close_once_, [this] {
+    fail(describe() + ": the client was closed");
+    if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = ::write(wake_fd_.get(), &one, sizeof(one));
+    if (reader_.joinable()) reader_.join();
+    std::lock_guard<std::mutex> w(write_mu_);  // no writer holds the fd past this point
+    fd_.reset();
+  });
+}
+
+bool Client::connected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_.empty();
+}
+
+void Client::fail(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.empty()) return;
+    failure_ = why;
+  }
+  cv_.notify_all();
+}
+
+void Client::check_size(std::span<const uint8_t> payload, const char* what) const {
+  COHORT_CHECK_ARG(payload.size() <= options_.max_payload_bytes, describe(), ": ", what, " of ",
+                   payload.size(), " bytes exceeds max_payload_bytes (", options_.max_payload_bytes,
+                   ")");
+}
+
+void Client::write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Millis timeout) {
+  Bytes frame;
+  encode_frame(kind, id, payload, &frame);
+  std::lock_guard<std::mutex> w(write_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.empty()) throw IoError(failure_);
+  }
+  try {
+    rendezvous::write_all(fd_.get(), frame.data(), frame.size(),
+                          rendezvous::deadline_after(timeout), describe(), kind_name(kind));
+  } catch (const Error& e) {
+    // Part of a frame may be on the wire: the stream cannot be used any more.
+    fail(detail::str(describe(), ": sending a ", kind_name(kind), " failed: ", e.what()));
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    throw;
+  }
+}
+
+Bytes Client::request(std::span<const uint8_t> payload) {
+  return request(payload, options_.timeout);
+}
+
+Bytes Client::request(std::span<const uint8_t> payload, Millis timeout) {
+  check_size(payload, "request");
+  const auto deadline = rendezvous::deadline_after(timeout);
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.empty()) throw IoError(failure_);
+    id = next_id_++;
+    pending_[id];
+  }
+  try {
+    write_frame(Kind::kRequest, id, payload, timeout);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.erase(id);
+    throw;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, deadline, [&] { return pending_[id].done || !failure_.empty(); });
+  Pending p = std::move(pending_[id]);
+  pending_.erase(id);
+  if (p.done && p.error)
+    throw InvalidArgument(detail::str(describe(), " refused request ", id, ": ",
+                                      std::string(p.payload.begin(), p.payload.end())));
+  if (p.done) return std::move(p.payload);
+  if (!failure_.empty())
+    throw IoError(detail::str(failure_, " (request ", id, " got no response)"));
+  throw Timeout(detail::str(describe(), ": no response to request ", id, " within ", secs(timeout),
+                            " s (is the server overloaded, or is its handler "
+                            "holding the answer back?)"));
+}
+
+void Client::send(std::span<const uint8_t> payload) {
+  check_size(payload, "message");
+  write_frame(Kind::kMessage, 0, payload, options_.timeout);
+}
+
+std::optional<Bytes> Client::receive(Millis timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !inbox_.empty() || !failure_.empty(); });
+  if (!inbox_.empty()) {
+    Bytes m = std::move(inbox_.front());
+    inbox_.pop_front();
+    return m;
+  }
+  if (!failure_.empty()) throw IoError(failure_);
+  return std::nullopt;
+}
+
+void Client::deliver(const Frame& f) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (f.kind == Kind::kMessage) {
+      inbox_.emplace_back(f.payload.begin(), f.payload.end());
+    } else {
+      auto it = pending_.find(f.id);
+      if (it == pending_.end()) return;  // its caller gave up (timeout): discard
+      it->second.done = true;
+      it->second.error = f.kind == Kind::kError;
+      it->second.payload.assign(f.payload.begin(), f.payload.end());
+    }
+  }
+  cv_.notify_all();
+}
+
+// The reader thread: cuts what arrives into frames and hands each to its waiter, until the
+// connection ends or close() wakes it.
+void Client::read_loop() {
+  Bytes buf;
+  size_t pos = 0;  // buf[pos..] is not parsed yet
+  for (;;) {
+    while (pos < buf.size()) {
+      Frame f;
+      auto res = parse_frame({buf.data() + pos, buf.size() - pos}, options_.max_payload_bytes, &f);
+      if (res.status == ParseStatus::kNeedMore) break;
+      if (res.status == ParseStatus::kMalformed || f.kind == Kind::kRequest) {
+        fail(detail::str(describe(), " sent a malformed frame: ",
+                         res.error.empty() ? "a request, to a client" : res.error));
+        ::shutdown(fd_.get(), SHUT_RDWR);
+        return;
+      }
+      deliver(f);
+      pos += res.size;
+    }
+    if (pos == buf.size()) {
+      buf.clear();
+      pos = 0;
+    } else if (pos > kReadChunk) {
+      buf.erase(buf.begin(), buf.begin() + ptrdiff_t(pos));
+      pos = 0;
+    }
+    if (!read_some(buf)) return;
+  }
+}
+
+bool Client::read_some(Bytes& buf) {
+  pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+  int rc = ::poll(fds, 2, -1);  // no deadline: close() ends this wait, and callers have theirs
+  if (rc < 0) {
+    if (errno == EINTR) return true;
+    fail(detail::str(describe(), ": poll failed: ", std::strerror(errno)));
+    return false;
+  }
+  if (fds[1].revents) return false;  // close()
+  const size_t have = buf.size();
+  buf.resize(have + kReadChunk);
+  ssize_t r = ::recv(fd_.get(), buf.data() + have, kReadChunk, MSG_DONTWAIT);
+  buf.resize(have + size_t(std::max<ssize_t>(r, 0)));
+  if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR))) return true;
+  fail(r == 0 ? detail::str(describe(),
+                            " closed the connection (the server stopped, or it dropped this "
+                            "client: its log says why)")
+              : detail::str(describe(), ": reading failed: ", std::strerror(errno)));
+  return false;
+}
+
+}  // namespace cohort::comm::service

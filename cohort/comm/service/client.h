@@ -1,0 +1,102 @@
+#pragma once
+// service::Client: a peer of a service::Server (server.h). It connects (retrying while the
+// server is not up yet, until connect_timeout), proves it knows the job secret, and then:
+//   request()  sends a request and waits for the matching response, with a deadline; several
+//              threads may have requests outstanding on one client at once, and responses may
+//              come back in any order (they are matched by id);
+//   send()     sends a message that expects no reply;
+//   receive()  takes the next message the server pushed, waiting at most a deadline.
+//
+// A background thread reads the connection and hands each frame to whoever waits for it. When
+// the connection ends (the server stops, drops us, or the network fails), every pending and
+// later call throws IoError naming the server ("service at 127.0.0.1:41234 closed the
+// connection"); messages already received can still be taken. A client does not reconnect by
+// itself: make a new one.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+
+#include "cohort/comm/service/wire.h"
+#include "cohort/rendezvous/secret.h"
+#include "cohort/rendezvous/socket.h"
+
+namespace cohort::comm::service {
+
+using Millis = std::chrono::milliseconds;
+
+struct ClientOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // required: the server's port
+  rendezvous::Secret secret;
+  rendezvous::SecretPolicy secret_policy = rendezvous::SecretPolicy::kRequired;
+  std::string name = "service";  // errors say "<name> at HOST:PORT"
+  // How long to keep retrying a refused connection: the server may start after its clients.
+  Millis connect_timeout = std::chrono::seconds(60);
+  Millis timeout = std::chrono::seconds(300);   // default deadline of request() and send()
+  size_t max_payload_bytes = size_t{64} << 20;  // per frame, both ways
+};
+
+class Client {
+ public:
+  // Connects and authenticates. Timeout if no server answers within connect_timeout; IoError
+  // "authentication failed: wrong job secret for service at HOST:PORT" if it refuses us.
+  explicit Client(ClientOptions options);
+  // close().
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends a request and waits for its response. Timeout past the deadline (the connection
+  // stays usable; a late response is discarded); InvalidArgument if the server's handler
+  // refused it (its message); IoError if the connection is gone.
+  Bytes request(std::span<const uint8_t> payload);
+  Bytes request(std::span<const uint8_t> payload, Millis timeout);
+  // Sends a message; returns once it is handed to the socket.
+  void send(std::span<const uint8_t> payload);
+  // The next message the server pushed, or std::nullopt if none came within timeout. IoError
+  // once the connection is gone and every received message has been taken.
+  std::optional<Bytes> receive(Millis timeout);
+
+  // Closes the connection; pending calls fail with IoError. Idempotent.
+  void close();
+  bool connected() const;
+  std::string describe() const { return options_.name + " at " + address_; }
+
+ private:
+  void read_loop();
+  bool read_some(Bytes& buf);  // appends what arrives; false when the connection ended
+  void deliver(const Frame& f);
+  void fail(const std::string& why);  // the connection is gone: wake every waiter
+  void write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Millis timeout);
+  void check_size(std::span<const uint8_t> payload, const char* what) const;
+
+  struct Pending {
+    bool done = false;
+    bool error = false;
+    Bytes payload;
+  };
+
+  ClientOptions options_;
+  std::string address_;  // "127.0.0.1:41234"
+  rendezvous::Fd fd_;
+  rendezvous::Fd wake_fd_;  // eventfd: close() interrupts the reader's poll() through it
+  std::thread reader_;
+  std::once_flag close_once_;
+  std::mutex write_mu_;  // one frame at a time on the socket; taken before mu_, never after
+  // Lock order: write_mu_, then mu_.
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Pending> pending_;  // outstanding requests by id
+  std::deque<Bytes> inbox_;              // pushed messages not yet received
+  std::string failure_;                  // non-empty once the connection is gone
+};
+
+}  // namespace cohort::comm::service

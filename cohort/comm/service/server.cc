@@ -1,0 +1,194 @@
+#include "cohort/comm/service/server.h"
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include "cohort/core/error.h"
+#include "cohort/core/logging.h"
+
+namespace cohort::comm::service {
+
+using rendezvous::Refusal;
+using rendezvous::ServerConn;
+using rendezvous::ServerLoop;
+
+class Server::Impl : public ServerLoop::Handler {
+ public:
+  Impl(ServerOptions options, Handlers handlers);
+  // Any thread: queues a frame for a peer (on the loop thread, soon).
+  void queue(uint64_t peer, Kind kind, uint64_t id, Bytes payload);
+
+  ServerOptions options_;
+  Handlers handlers_;
+  ServerLoop loop_;
+
+ private:
+  void on_ready(ServerConn& c) override;
+  void on_data(ServerConn& c) override;
+  void on_close(ServerConn& c, const std::string& why) override;
+  void dispatch(ServerConn& c, const Frame& f);
+  void answer_request(ServerConn& c, uint64_t id, Bytes payload);
+  void enqueue(ServerConn& c, Kind kind, uint64_t id, std::span<const uint8_t> payload);
+  static Peer peer_of(const ServerConn& c) { return Peer{c.id, c.peer}; }
+};
+
+namespace {
+
+rendezvous::ServerLoopOptions loop_options(const ServerOptions& o) {
+  COHORT_CHECK_ARG(o.max_payload_bytes > 0 && o.max_payload_bytes <= (size_t{1} << 31),
+                   "service server: max_payload_bytes (", o.max_payload_bytes,
+                   ") must be in 1..2^31");
+  rendezvous::ServerLoopOptions l;
+  l.host = o.host;
+  l.port = o.port;
+  l.secret = o.secret;
+  l.secret_policy = o.secret_policy;
+  l.auth_timeout = o.auth_timeout;
+  l.auth_context = std::string(kContext);
+  l.owner = o.name + " server";
+  l.log_subsystem = o.name;
+  l.name = o.name + " server";
+  // The loop parses everything it reads: beyond one unfinished frame and a read or two of the
+  // next, a peer is sending while not being read (its answers pile up unsent).
+  l.max_unparsed = kHeaderBytes + kIdBytes + o.max_payload_bytes + (size_t{1} << 20);
+  l.frame_timeout = o.frame_timeout;
+  COHORT_CHECK_ARG(o.frame_timeout.count() > 0, l.owner, ": frame_timeout must be > 0");
+  return l;
+}
+
+}  // namespace
+
+Server::Impl::Impl(ServerOptions options, Handlers handlers)
+    : options_(std::move(options)),
+      handlers_(std::move(handlers)),
+      loop_(loop_options(options_), this) {
+  loop_.start();
+  log::debug(options_.name, options_.name, " server listening on ", loop_.address());
+}
+
+void Server::Impl::on_ready(ServerConn& c) {
+  log::debug(options_.name, "peer ", c.id, " (", c.peer, ") joined");
+  if (handlers_.on_join) handlers_.on_join(peer_of(c));
+}
+
+void Server::Impl::on_close(ServerConn& c, const std::string& why) {
+  log::debug(options_.name, "peer ", c.id, " (", c.peer, ") left", why.empty() ? "" : ": ", why);
+  if (handlers_.on_leave) handlers_.on_leave(peer_of(c), why);
+}
+
+void Server::Impl::on_data(ServerConn& c) {
+  const size_t pause_at = loop_.options().max_unsent;
+  while (c.state == ServerConn::State::kReady && !c.dead && c.unparsed() > 0 &&
+         c.unsent() < pause_at) {
+    Frame f;
+    auto res = parse_frame({c.in.data() + c.in_pos, c.unparsed()}, options_.max_payload_bytes, &f);
+    if (res.status == ParseStatus::kNeedMore) return;
+    if (res.status == ParseStatus::kMalformed)
+      return loop_.refuse(c, Refusal::kBadFrame, res.error);
+    c.in_pos += res.size;  // f.payload still points into c.in: dispatch copies it first
+    dispatch(c, f);
+  }
+}
+
+void Server::Impl::dispatch(ServerConn& c, const Frame& f) {
+  Bytes payload(f.payload.begin(), f.payload.end());
+  switch (f.kind) {
+    case Kind::kRequest:
+      return answer_request(c, f.id, std::move(payload));
+    case Kind::kMessage:
+      if (handlers_.on_message) handlers_.on_message(peer_of(c), std::move(payload));
+      return;
+    case Kind::kResponse:
+    case Kind::kError:
+      return loop_.refuse(c, Refusal::kBadFrame,
+                          detail::str("a client sent a ", kind_name(f.kind), " frame"));
+  }
+}
+
+void Server::Impl::answer_request(ServerConn& c, uint64_t id, Bytes payload) {
+  std::optional<Bytes> answer;
+  std::string error;
+  try {
+    if (!handlers_.on_request) throw InvalidArgument(options_.name + " takes no requests");
+    answer = handlers_.on_request(peer_of(c), id, std::move(payload));
+    if (!answer) return;  // answered later through respond() or fail()
+  } catch (const InvalidArgument& e) {
+    error = e.what();
+  } catch (const std::exception& e) {
+    log::error(options_.name, "request ", id, " from ", c.peer, " failed: ", e.what());
+    error = e.what();
+  }
+  if (error.empty() && answer->size() > options_.max_payload_bytes) {
+    error = detail::str("the answer of ", answer->size(), " bytes exceeds max_payload_bytes (",
+                        options_.max_payload_bytes, ")");
+  }
+  if (error.empty()) return enqueue(c, Kind::kResponse, id, *answer);
+  error.resize(std::min(error.size(), kMaxErrorBytes));
+  enqueue(c, Kind::kError, id, {reinterpret_cast<const uint8_t*>(error.data()), error.size()});
+}
+
+void Server::Impl::enqueue(ServerConn& c, Kind kind, uint64_t id,
+                           std::span<const uint8_t> payload) {
+  if (c.unsent() + payload.size() > options_.max_queued_bytes) {
+    return loop_.drop(
+        c, detail::str("it does not read what is sent to it (", c.unsent(),
+                       " bytes queued; max_queued_bytes ", options_.max_queued_bytes, ")"));
+  }
+  encode_frame(kind, id, payload, &c.out);
+  loop_.flush(c);
+}
+
+void Server::Impl::queue(uint64_t peer, Kind kind, uint64_t id, Bytes payload) {
+  COHORT_CHECK_ARG(payload.size() <= options_.max_payload_bytes, options_.name,
+                   " server: ", kind_name(kind), " of ", payload.size(),
+                   " bytes exceeds max_payload_bytes (", options_.max_payload_bytes, ")");
+  loop_.post([this, peer, kind, id, payload = std::move(payload)] {
+    ServerConn* c = loop_.find(peer);
+    if (!c || c->state != ServerConn::State::kReady) {
+      log::debug(options_.name, kind_name(kind), " to peer ", peer, " dropped: it has left");
+      return;
+    }
+    enqueue(*c, kind, id, payload);
+    if (!c->dead) loop_.serve(*c);  // frames held back for want of room may go on now
+  });
+}
+
+Server::Server(ServerOptions options, Handlers handlers)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handlers))) {}
+
+Server::~Server() {
+  stop();
+}
+
+void Server::stop() {
+  impl_->loop_.stop();
+}
+
+void Server::send(uint64_t peer, Bytes payload) {
+  impl_->queue(peer, Kind::kMessage, 0, std::move(payload));
+}
+
+void Server::respond(uint64_t peer, uint64_t request_id, Bytes payload) {
+  impl_->queue(peer, Kind::kResponse, request_id, std::move(payload));
+}
+
+void Server::fail(uint64_t peer, uint64_t request_id, const std::string& message) {
+  Bytes text(message.begin(), message.begin() + std::min(message.size(), kMaxErrorBytes));
+  impl_->queue(peer, Kind::kError, request_id, std::move(text));
+}
+
+const std::string& Server::host() const {
+  return impl_->loop_.host();
+}
+uint16_t Server::port() const {
+  return impl_->loop_.port();
+}
+const std::string& Server::address() const {
+  return impl_->loop_.address();
+}
+rendezvous::ServerStats Server::stats() const {
+  return impl_->loop_.stats();
+}
+
+}  // namespace cohort::comm::service

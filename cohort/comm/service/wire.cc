@@ -1,0 +1,54 @@
+#include "cohort/comm/service/wire.h"
+
+#include "cohort/core/error.h"
+
+namespace cohort::comm::service {
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kRequest:
+      return "request";
+    case Kind::kResponse:
+      return "response";
+    case Kind::kError:
+      return "error";
+    case Kind::kMessage:
+      return "message";
+  }
+  return "unknown";
+}
+
+ParseResult parse_frame(std::span<const uint8_t> buf, size_t max_payload, Frame* out) {
+  const rendezvous::frame::Spec spec{kMagic,
+                                     uint8_t(Kind::kRequest),
+                                     uint8_t(Kind::kMessage),
+                                     max_payload + kIdBytes,
+                                     "service frame",
+                                     "frame kind",
+                                     "cohort service peer"};
+  rendezvous::frame::Frame f;
+  ParseResult res = rendezvous::frame::parse(buf, spec, &f);
+  if (res.status != ParseStatus::kOk) return res;
+  const Kind kind = Kind(f.kind);
+  if (f.body.size() < kIdBytes)
+    return ParseResult{ParseStatus::kMalformed, 0,
+                       detail::str(kind_name(kind), " body of ", f.body.size(),
+                                   " bytes is shorter than its ", kIdBytes, "-byte id")};
+  const uint64_t id = rendezvous::frame::load_u64(f.body.data());
+  if (kind == Kind::kMessage && id != 0)
+    return ParseResult{ParseStatus::kMalformed, 0,
+                       detail::str("message with id ", id, " (messages carry id 0)")};
+  out->kind = kind;
+  out->id = id;
+  out->payload = f.body.subspan(kIdBytes);
+  return res;
+}
+
+void encode_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Bytes* out) {
+  const size_t start = rendezvous::frame::begin(out, kMagic, uint8_t(kind));
+  rendezvous::frame::put_u64(out, id);
+  out->insert(out->end(), payload.begin(), payload.end());
+  rendezvous::frame::finish(out, start);
+}
+
+}  // namespace cohort::comm::service

@@ -37,13 +37,6 @@ class Store;
 
 namespace cohort::comm {
 
-// Ranks called different collectives (or the same with different count, dtype, op, root or
-// algorithm) at the same point. The message names both sides.
-class CollectiveMismatch : public InvalidArgument {
- public:
-  using InvalidArgument::InvalidArgument;
-};
-
 struct CommOptions {
   transport::DeviceOptions device;
   // Deadline of each operation (from when it starts running) unless the call passes its own.

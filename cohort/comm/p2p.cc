@@ -51,26 +51,19 @@ Communicator::Op batch_op(Communicator& c, const std::vector<P2POp>& ops, millis
   return op;
 }
 
-P2POp as_op(const SendOptions& o) {
-  return {P2POp::kSend, const_cast<void*>(o.buffer), o.count, o.dtype, o.peer, o.tag};
-}
-P2POp as_op(const RecvOptions& o) {
-  return {P2POp::kRecv, o.buffer, o.count, o.dtype, o.peer, o.tag};
-}
-
 }  // namespace
 
 void send(Communicator& c, const SendOptions& o) {
-  c.run(batch_op(c, {as_op(o)}, o.timeout));
+  c.run(batch_op(c, {as_p2p(o)}, o.timeout));
 }
 void recv(Communicator& c, const RecvOptions& o) {
-  c.run(batch_op(c, {as_op(o)}, o.timeout));
+  c.run(batch_op(c, {as_p2p(o)}, o.timeout));
 }
 Work send_async(Communicator& c, const SendOptions& o) {
-  return c.submit(batch_op(c, {as_op(o)}, o.timeout));
+  return c.submit(batch_op(c, {as_p2p(o)}, o.timeout));
 }
 Work recv_async(Communicator& c, const RecvOptions& o) {
-  return c.submit(batch_op(c, {as_op(o)}, o.timeout));
+  return c.submit(batch_op(c, {as_p2p(o)}, o.timeout));
 }
 void batch_send_recv(Communicator& c, const std::vector<P2POp>& ops, milliseconds timeout) {
   c.run(batch_op(c, ops, timeout));

@@ -134,6 +134,16 @@ void check_consistent(const Names& n, const WorldInfo& w) {
 
 }  // namespace
 
+int int_from_env(const EnvMap& env, std::string_view name, int fallback) {
+  const std::string* v = lookup(env, name);
+  if (!v) return fallback;
+  int out = 0;
+  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  COHORT_CHECK_ARG(ec == std::errc() && ptr == v->data() + v->size() && !v->empty(),
+                   "environment: ", name, "='", *v, "' is not an integer");
+  return out;
+}
+
 const char* convention_name(EnvConvention c) {
   switch (c) {
     case EnvConvention::kCohort:

@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "cohort/rendezvous/secret.h"
 
@@ -57,6 +58,9 @@ WorldInfo world_from_env(const EnvMap& env, const BootstrapOptions& options = {}
 // Whether any convention's rank or world-size variable is present (a launcher started this
 // process); world_from_env then parses it, or says what is missing.
 bool has_launcher_environment(const EnvMap& env);
+// The integer variable `name`, or `fallback` when it is not set. InvalidArgument naming the
+// variable when it is set to something else than an integer.
+int int_from_env(const EnvMap& env, std::string_view name, int fallback);
 // The secret alone: COHORT_JOB_SECRET or COHORT_JOB_SECRET_FILE (not both). Empty if neither is
 // set and the policy allows it.
 Secret secret_from_env(const EnvMap& env, SecretPolicy policy);

@@ -1,7 +1,8 @@
 #pragma once
 // The trainer's view of the job: which rank it is and the process group its gradients are
 // averaged over. Joined from the environment a launcher set (`cohort run`, `cohort train
-// --workers`, torchrun, mpirun, srun: see rendezvous/bootstrap.h).
+// --workers`, torchrun, mpirun, srun: see rendezvous/bootstrap.h) over the backend of
+// comm.backend, which comm::join_world (comm/init.h) chooses; train/ knows no backend.
 //
 // A process started without any launcher variables is a job of one: no store, no group.
 // comm.backend = "mpi" takes rank and size from MPI itself (the program was started by mpirun)
@@ -18,19 +19,21 @@
 namespace cohort::train {
 
 struct TrainWorld {
-  int rank = 0;
+  int rank = 0;  // of joined (0 and 1 without it); read all over the trainer
   int size = 1;
-  int local_size = 1;
   int restart_count = 0;  // COHORT_RESTART_COUNT: attempts before this one (`--max-restarts`)
-  std::unique_ptr<comm::World> native;        // native backend: store, communicator
-  std::shared_ptr<comm::ProcessGroup> group;  // null for a job of one
+  // The job as comm/ joined it (either backend); null for a job of one started by hand.
+  std::unique_ptr<comm::World> joined;
+  // joined->group when gradients are averaged; null for a job of one (MPI keeps its group even
+  // with one rank).
+  std::shared_ptr<comm::ProcessGroup> group;
   bool distributed() const { return group != nullptr; }
   bool is_chief() const { return rank == 0; }  // prints, logs evaluations, writes checkpoints
 };
 
 // Joins the job described by `env`. Collective over every rank when distributed. Errors
-// (inconsistent variables, a peer that never arrives within comm.timeout_s) name the variable
-// or rank.
+// (inconsistent variables, a peer that never arrives within comm.timeout_s, a backend this
+// build lacks) name the variable, rank or backend.
 std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvMap& env);
 
 }  // namespace cohort::train

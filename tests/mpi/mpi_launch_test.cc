@@ -1,6 +1,6 @@
 // Outside mpirun, re-runs this binary under `mpirun -n 3` (the MpiBackend.* tests skip
-// themselves without it), and the process-group tests under `mpirun -n 2`, and checks that
-// every rank passed.
+// themselves without it), and the process-group tests under `mpirun -n 2` (and -n 4), and checks
+// that every rank passed.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,6 +59,11 @@ TEST(MpiLaunch, EveryCollectivePassesUnderMpirunWith3Ranks) {
 // 3 ranks run the process-group tests above (they are MpiBackend.*); 2 ranks here.
 TEST(MpiLaunch, ProcessGroupMatchesNativeUnderMpirunWith2Ranks) {
   expect_every_rank_passes(2, "MpiBackend.ProcessGroup*");
+}
+
+// The widened ProcessGroup (mpi_process_group_ops_test.cc) also under 4 ranks.
+TEST(MpiLaunch, ProcessGroupOpsUnderMpirunWith4Ranks) {
+  expect_every_rank_passes(4, "MpiBackend.ProcessGroupOps*");
 }
 
 }  // namespace

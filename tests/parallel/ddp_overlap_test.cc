@@ -17,14 +17,11 @@ using namespace testing;
 // Forwards everything to `inner`; logs allreduce launches into `log`. With fail_call = k, the
 // k-th allreduce_async (0-based) is not sent: it returns a Work that failed with IoError, as a
 // dead peer's would.
-class RecordingGroup final : public comm::ProcessGroup {
+class RecordingGroup final : public comm::ForwardingProcessGroup {
  public:
   RecordingGroup(PG inner, std::vector<std::string>& log, int fail_call = -1)
-      : inner_(std::move(inner)), log_(log), fail_call_(fail_call) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+      : ForwardingProcessGroup(std::move(inner)), log_(log), fail_call_(fail_call) {}
   const char* backend_name() const override { return "recording"; }
-  void allreduce(const comm::AllreduceOptions& o) override { inner_->allreduce(o); }
   comm::Work allreduce_async(const comm::AllreduceOptions& o) override {
     log_.push_back(detail::str("launch ", o.count));
     if (calls_++ == fail_call_) {
@@ -32,16 +29,12 @@ class RecordingGroup final : public comm::ProcessGroup {
       w.complete(std::make_exception_ptr(IoError("peer 1 closed the connection")));
       return w;
     }
-    return inner_->allreduce_async(o);
+    return inner().allreduce_async(o);
   }
-  void broadcast(const comm::BroadcastOptions& o) override { inner_->broadcast(o); }
-  void allgather(const comm::AllgatherOptions& o) override { inner_->allgather(o); }
-  void barrier(std::chrono::milliseconds t) override { inner_->barrier(t); }
-  uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
-  uint64_t bytes_received() const override { return inner_->bytes_received(); }
+  // Ordinary memory for the buckets, as the recorded runs always had.
+  comm::SharedBuffer alloc_shared(size_t) override { return {}; }
 
  private:
-  PG inner_;
   std::vector<std::string>& log_;
   int fail_call_;
   int calls_ = 0;

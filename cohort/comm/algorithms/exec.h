@@ -13,23 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "cohort/comm/options.h"
 #include "cohort/comm/transport/context.h"
 #include "cohort/comm/types.h"
 
 namespace cohort::comm {
-
-enum class Algorithm : uint8_t {
-  kAuto = 0,
-  kRing = 1,               // allreduce, reduce, broadcast (chain), allgather(v), reduce_scatter
-  kRecursiveDoubling = 2,  // allreduce (small messages)
-  kTree = 3,               // binomial tree: broadcast, reduce
-  kDirect = 4,             // one message per peer: gather, scatter, alltoall, send/recv
-  kHalvingDoubling = 5,    // allreduce: Rabenseifner (reduce-scatter by halving, allgather)
-  kDissemination = 6,      // barrier
-  kHierarchical = 7,       // allreduce: reduce within each host, ring among hosts, broadcast
-  kSharedBuffers = 8,      // allreduce of buffers in the ranks' shared arenas: read peers in place
-};
-const char* algorithm_name(Algorithm a);
 
 enum class OpCode : uint8_t {
   kAllreduce = 1,

@@ -103,7 +103,8 @@ void cancel_pending(MPI_Request* requests, int n, const std::vector<MPI_Status>*
 
 }  // namespace
 
-void MpiCommunicator::Call::wait(MPI_Request* requests, int n, bool cancellable) {
+void MpiCommunicator::Call::wait(MPI_Request* requests, int n, bool cancellable,
+                                 std::vector<MPI_Status>* out) {
   std::vector<MPI_Status> statuses(size_t(n > 0 ? n : 1));
   for (int polls = 0;;) {
     int flag = 0, rc;
@@ -119,7 +120,10 @@ void MpiCommunicator::Call::wait(MPI_Request* requests, int n, bool cancellable)
       }
     }
     check(rc, "MPI_Testall");
-    if (flag) return;
+    if (flag) {
+      if (out) out->assign(statuses.begin(), statuses.begin() + n);
+      return;
+    }
     if (std::chrono::steady_clock::now() >= deadline) break;
     back_off(polls);
   }

@@ -141,7 +141,20 @@ void run_p2p(Call& call, const std::vector<P2POp>& ops) {
           "MPI_Irecv");
     }
   }
-  call.wait(requests.data(), int(requests.size()), /*cancellable=*/true);
+  std::vector<MPI_Status> statuses(ops.size());
+  call.wait(requests.data(), int(requests.size()), /*cancellable=*/true, &statuses);
+  // A shorter message than the receive expected is a mismatch, as on the native backend (a
+  // longer one already failed with MPI_ERR_TRUNCATE).
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& p = ops[i];
+    if (p.kind != P2POp::kRecv) continue;
+    int got = 0;
+    MPI_Get_count(&statuses[i], datatype(p.dtype), &got);
+    if (size_t(got) == p.count) continue;
+    throw CollectiveMismatch(detail::str(call.name, ": rank ", p.peer, " sent ", got,
+                                         " elements with tag ", p.tag, ", this rank expected ",
+                                         p.count));
+  }
 }
 
 std::string describe_p2p(const std::vector<P2POp>& ops) {
@@ -159,13 +172,11 @@ Op p2p_op(const char* kind, MpiCommunicator& c, std::vector<P2POp> ops, millisec
 }
 
 Op send_op(MpiCommunicator& c, const SendOptions& o) {
-  P2POp p{P2POp::kSend, const_cast<void*>(o.buffer), o.count, o.dtype, o.peer, o.tag};
-  return p2p_op("send", c, {p}, o.timeout);
+  return p2p_op("send", c, {as_p2p(o)}, o.timeout);
 }
 
 Op recv_op(MpiCommunicator& c, const RecvOptions& o) {
-  P2POp p{P2POp::kRecv, o.buffer, o.count, o.dtype, o.peer, o.tag};
-  return p2p_op("recv", c, {p}, o.timeout);
+  return p2p_op("recv", c, {as_p2p(o)}, o.timeout);
 }
 
 }  // namespace

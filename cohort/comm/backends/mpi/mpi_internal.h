@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "cohort/comm/backends/mpi/mpi_backend.h"
 
@@ -23,7 +24,9 @@ struct MpiCommunicator::Call {
   void check(int rc, const char* fn) const;
   // Waits for every request until the deadline, polling (so no rank hangs past it). On Timeout
   // the point-to-point requests still pending are cancelled; collective ones are abandoned.
-  void wait(MPI_Request* requests, int n, bool cancellable);
+  // `statuses` (n of them), if given, receives each request's status.
+  void wait(MPI_Request* requests, int n, bool cancellable,
+            std::vector<MPI_Status>* statuses = nullptr);
   void wait(MPI_Request& r, bool cancellable = false) { wait(&r, 1, cancellable); }
 };
 

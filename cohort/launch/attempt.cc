@@ -26,6 +26,9 @@ constexpr milliseconds kFinalDrainDeadline{1'000};
 // period only bounds the latency when a worker's children keep its pipes open.
 constexpr milliseconds kWatchPeriod{50};
 constexpr milliseconds kStopPeriod{10};
+// How long, after a worker exits with an error, the launcher keeps looking for one killed by a
+// signal before stopping the rest (see watch()).
+constexpr milliseconds kRootCauseWindow{500};
 
 struct Attempt::Worker {
   Worker(int rank, int local_rank, bool tag)
@@ -134,6 +137,16 @@ void Attempt::watch() {
     pump(kWatchPeriod);
     reap();
   }
+  // A worker that exited with an error has often only noticed a peer that was killed: that
+  // peer is the cause to name. The killed one's death can reach waitpid a moment later (its
+  // address space takes time to tear down, while the survivor saw its sockets close), so look
+  // a little longer before stopping the others.
+  const auto until = Clock::now() + kRootCauseWindow;
+  while (outcome_.failed_rank >= 0 && !WIFSIGNALED(outcome_.status) && outcome_.signal == 0 &&
+         any_running() && Clock::now() < until) {
+    pump(kStopPeriod);
+    reap();
+  }
 }
 
 // SIGTERM (or the signal the launcher got) to every group, SIGKILL after the grace period.
@@ -220,9 +233,9 @@ void Attempt::drain(int& fd, LineRelay& relay) {
 }
 
 void Attempt::reap() {
-  // Among the workers found dead in one pass, one killed by a signal is the likelier cause: its
-  // peers then fail with a communication error naming it, often before the launcher looks.
-  const bool undecided = outcome_.failed_rank < 0;
+  // Among the workers found dead before the others are stopped, one killed by a signal is the
+  // likelier cause: its peers then fail with a communication error naming it, often before the
+  // launcher looks.
   for (auto& w : workers_) {
     if (!w->running) continue;
     int status = 0;
@@ -237,7 +250,7 @@ void Attempt::reap() {
     drain(w->proc.out_fd, w->out);
     drain(w->proc.err_fd, w->err);
     const bool failed = !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
-    if (!failed || stopping_ || outcome_.signal != 0 || !undecided) continue;
+    if (!failed || stopping_ || outcome_.signal != 0) continue;
     bool signaled_over_exit =
         outcome_.failed_rank >= 0 && WIFSIGNALED(w->status) && !WIFSIGNALED(outcome_.status);
     if (outcome_.failed_rank < 0 || signaled_over_exit) {

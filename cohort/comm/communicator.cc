@@ -154,13 +154,13 @@ void Communicator::execute(Op& op) {
   } catch (...) {
     // Arguments were checked before the body ran, so anything thrown here left messages half
     // way: abort, which also withdraws every posted op from the user's buffers.
-    rethrow_with_context(op);
+    fail_op(op);
   }
 }
 
 // Adds the operation, the rank and (for a mismatch) both sides' calls to a transport error,
 // keeping its type, and marks the communicator broken.
-void Communicator::rethrow_with_context(const Op& op) {
+void Communicator::fail_op(const Op& op) {
   std::string name = detail::str(op_name(op), " on rank ", rank_);
   // Peers blocked on this rank learn at once, and why, instead of at their deadlines; the
   // communicator is unusable anyway.
@@ -191,9 +191,9 @@ void Communicator::rethrow_with_context(const Op& op) {
     give_up(msg);
     throw Timeout(msg);
   } catch (const IoError& e) {
-    std::string msg = detail::str(name, " (", op.sig.describe(), "): ", e.what());
-    give_up(msg);
-    throw IoError(msg);
+    std::string context = detail::str(name, " (", op.sig.describe(), "): ");
+    give_up(context + e.what());
+    rethrow_with_context(std::current_exception(), context);
   } catch (const std::exception& e) {
     give_up(detail::str(name, " (", op.sig.describe(), "): ", e.what()));
     throw;

@@ -127,7 +127,9 @@ class Communicator {
   Communicator(std::shared_ptr<rendezvous::Store> store, int rank, int size, CommOptions options);
   void assign_seq(Op& op);
   void execute(Op& op);
-  [[noreturn]] void rethrow_with_context(const Op& op);
+  // Rethrows the error in flight with the operation, rank (and for a mismatch both sides' calls)
+  // in front, keeping its type, and marks the communicator broken.
+  [[noreturn]] void fail_op(const Op& op);
   std::string op_name(const Op& op) const;
   void worker_loop();
 

@@ -34,9 +34,9 @@ const char* algorithm_name(Algorithm a);
 
 // Ranks called different collectives (or the same with different count, dtype, op, root or
 // algorithm) at the same point. The message names both sides.
-class CollectiveMismatch : public InvalidArgument {
+class CollectiveMismatch : public ErrorKind<CollectiveMismatch, InvalidArgument> {
  public:
-  using InvalidArgument::InvalidArgument;
+  using ErrorKind::ErrorKind;
 };
 
 using std::chrono::milliseconds;

@@ -13,26 +13,6 @@ double seconds(Reducer::Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// Rethrows `e` as the same error type with `context` in front, so a caller can still catch
-// IoError / Timeout (a dead or stalled peer) and learn which bucket it hit.
-[[noreturn]] void rethrow_with_context(std::exception_ptr e, const std::string& context) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const comm::CollectiveMismatch& x) {
-    throw comm::CollectiveMismatch(context + x.what());
-  } catch (const InvalidArgument& x) {
-    throw InvalidArgument(context + x.what());
-  } catch (const IoError& x) {
-    throw IoError(context + x.what());
-  } catch (const Timeout& x) {
-    throw Timeout(context + x.what());
-  } catch (const Internal& x) {
-    throw Internal(context + x.what());
-  } catch (const std::exception& x) {
-    throw Error(context + x.what());
-  }
-}
-
 }  // namespace
 
 void Reducer::launch(size_t b) {

@@ -26,7 +26,8 @@
 
 namespace cohort::nn {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// NamedTensors is tensor/tensor.h's (shared with optim/ and ckpt/).
+using cohort::NamedTensors;
 // Name -> value for parameters and buffers (what checkpoints store).
 using StateDict = std::map<std::string, Tensor>;
 

@@ -20,7 +20,7 @@
 
 namespace cohort::optim {
 
-using NamedParams = std::vector<std::pair<std::string, Tensor>>;
+using NamedParams = NamedTensors;  // tensor/tensor.h
 
 struct OptimizerState {
   std::map<std::string, Tensor> tensors;

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/error.h"
@@ -165,5 +166,9 @@ Tensor uniform(const Shape& shape, double lo, double hi, uint64_t seed);
 
 // Shape helpers shared by ops: normalise a possibly negative dim, check it is in range.
 int64_t normalize_dim(int64_t d, int64_t ndim, const char* op);
+
+// Tensors under names, in a meaningful order: a module's parameters or buffers, an optimizer's
+// parameters, a safetensors file's contents. The one definition nn/, optim/ and ckpt/ share.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 }  // namespace cohort

@@ -27,9 +27,8 @@ struct OptimizerState {
   std::map<std::string, double> scalars;
 };
 
-// How zero_grad clears gradients: drop the buffer (PyTorch's default; backward then writes a
-// fresh one without an extra pass) or fill it with zeros (keeps the buffer's identity).
-enum class ZeroGrad : uint8_t { kSetToNone, kFillZero };
+// How zero_grad clears gradients: tensor/tensor.h's ZeroGrad, the one nn::Module uses too.
+using cohort::ZeroGrad;
 
 class Optimizer {
  public:

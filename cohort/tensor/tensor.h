@@ -171,4 +171,11 @@ int64_t normalize_dim(int64_t d, int64_t ndim, const char* op);
 // parameters, a safetensors file's contents. The one definition nn/, optim/ and ckpt/ share.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// How zero_grad clears gradients (nn::Module and optim::Optimizer alike): drop the buffer
+// (PyTorch's default; the next backward writes a fresh one without an extra pass) or fill it
+// with zeros (keeps the buffer and its identity, e.g. a DDP bucket view).
+enum class ZeroGrad : uint8_t { kSetToNone, kFillZero };
+// Clears the .grad of every tensor in `tensors` that has one, as `mode` says.
+void zero_grads(const NamedTensors& tensors, ZeroGrad mode);
+
 }  // namespace cohort

@@ -255,7 +255,7 @@ TEST(Module, ZeroGradModes) {
   ops::sum(lin(ones({1, 3}))).backward();
   ASSERT_TRUE(lin.weight().grad().defined());
   Tensor g = lin.weight().grad();
-  lin.zero_grad(ZeroGradMode::kFillZero);
+  lin.zero_grad(ZeroGrad::kFillZero);
   EXPECT_TRUE(lin.weight().grad().same(g));
   EXPECT_EQ(g.to_vector<float>(), std::vector<float>(6, 0.0f));
   lin.zero_grad();

@@ -142,6 +142,46 @@ TEST(DdpTrain, ResumeAfterCrashIsExact) {
   EXPECT_EQ(read_bytes(a / "optimizer.safetensors"), read_bytes(b / "optimizer.safetensors"));
 }
 
+// A GPT with dropout: each dropout site draws its masks from a call counter, which checkpoints
+// carry as module state ("<site>.rng_counter" in model.safetensors). A crash and `--resume auto`
+// give the same losses and the same final checkpoint, bit for bit, as an uninterrupted run.
+TEST(DdpTrain, ResumeWithDropoutIsExact) {
+  fs::path d = fresh_dir("dropout");
+  fs::path text = d / "text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 200; ++i) out << "In the beginning was the word, line " << i << ".\n";
+  }
+  auto gpt = [&](const std::string& name) {
+    return "train /dev/null --set model.type=gpt --set model.n_layer=1 --set model.n_head=2"
+           " --set model.n_embd=16 --set model.block_size=16 --set model.dropout=0.2"
+           " --set data.dataset=text --set data.path=" +
+           text.string() +
+           " --set data.batch_size=8 --set train.max_steps=30 --set train.sample_bytes=0"
+           " --set ckpt.every_steps=10 --set ckpt.async=false --set run.threads=1"
+           " --set run.log_every=1"
+           " --set run.progress=plain --set comm.timeout_s=30 --set run.dir=" +
+           d.string() + " --set run.name=" + name;
+  };
+  CliResult full = run_cli(gpt("full"));
+  ASSERT_EQ(full.status, 0) << full.output;
+  CliResult crash = run_cli(gpt("crash") + " --set fault.kill_rank=0 --set fault.kill_at_step=25");
+  ASSERT_EQ(crash.status, 128 + 9) << crash.output;
+  CliResult resumed = run_cli(gpt("crash") + " --resume auto");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_TRUE(contains(resumed, "resumed from step 20")) << resumed.output;
+  EXPECT_EQ(step_losses(d / "full" / "metrics.jsonl"), step_losses(d / "crash" / "metrics.jsonl"));
+  fs::path a = newest_checkpoint(d / "full"), b = newest_checkpoint(d / "crash");
+  EXPECT_EQ(a.filename(), "step-0000000030");
+  EXPECT_EQ(b.filename(), a.filename());
+  std::string model = read_bytes(a / "model.safetensors");
+  EXPECT_NE(model.find("drop.rng_counter"), std::string::npos);
+  // (EXPECT_TRUE: a byte dump of the files would drown the report.)
+  EXPECT_TRUE(model == read_bytes(b / "model.safetensors")) << "model.safetensors differ";
+  EXPECT_TRUE(read_bytes(a / "optimizer.safetensors") == read_bytes(b / "optimizer.safetensors"))
+      << "optimizer.safetensors differ";
+}
+
 // kill -9 of one worker mid-epoch; with --max-restarts 1 the job completes and ends with the
 // parameters of the uninterrupted run.
 TEST(DdpTrain, KilledWorkerIsRestartedAndResultIsExact) {

@@ -26,6 +26,17 @@ void check_dtype(DType t, const char* what);
 // largest finite one become inf; subnormals are kept (binary16; bfloat16 has float's range).
 // A NaN stays a NaN of the same sign, made quiet, with as much of its payload as fits (the top
 // bits), as x86 F16C and the compilers' _Float16 conversion do. Widening is exact.
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float float_from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 inline float half_to_float(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
@@ -47,14 +58,11 @@ inline float half_to_float(uint16_t h) {
   } else {
     u = sign | (exp + 112u) << 23 | man << 13;
   }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return float_from_bits(u);
 }
 
 inline uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  uint32_t x = float_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t mag = x & 0x7fffffffu;
   if (mag > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((mag >> 13) & 0x3ffu));  // NaN
@@ -74,16 +82,12 @@ inline uint16_t float_to_half(float f) {
 }
 
 inline float bf16_to_float(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return float_from_bits(uint32_t(b) << 16);
 }
 
 // Branch-free (a select), so that comm/'s reduction loops that call it still vectorise.
 inline uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
+  uint32_t u = float_bits(f);
   uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   uint32_t nan = (u >> 16) | 0x40u;  // a NaN keeps its sign and top payload, made quiet
   return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);

@@ -95,6 +95,19 @@ int processes_mentioning(const std::string& needle) {
   return n;
 }
 
+// Runs `full` to the end; runs `crash` with rank 0 killed (SIGKILL) after step `kill_at`, then
+// again with `--resume auto`, whose result lands in *resumed.
+void run_crash_and_resume(const std::string& full, const std::string& crash, int kill_at,
+                          CliResult* resumed) {
+  CliResult f = run_cli(full);
+  ASSERT_EQ(f.status, 0) << f.output;
+  CliResult c = run_cli(
+      crash + " --set fault.kill_rank=0 --set fault.kill_at_step=" + std::to_string(kill_at));
+  ASSERT_EQ(c.status, 128 + 9) << c.output;
+  *resumed = run_cli(crash + " --resume auto");
+  ASSERT_EQ(resumed->status, 0) << resumed->output;
+}
+
 }  // namespace
 
 TEST(DdpTrain, TwoWorkersTrainAndReportCommunication) {
@@ -126,13 +139,9 @@ TEST(DdpTrain, TwoWorkersTrainAndReportCommunication) {
 TEST(DdpTrain, ResumeAfterCrashIsExact) {
   fs::path d = fresh_dir("resume");
   std::string common = " --set train.epochs=2 --set ckpt.every_steps=10";
-  CliResult full = run_cli(job(d, "full") + common);
-  ASSERT_EQ(full.status, 0) << full.output;
-  CliResult crash =
-      run_cli(job(d, "crash") + common + " --set fault.kill_rank=0 --set fault.kill_at_step=45");
-  ASSERT_EQ(crash.status, 128 + 9) << crash.output;
-  CliResult resumed = run_cli(job(d, "crash") + common + " --resume auto");
-  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  CliResult resumed;
+  ASSERT_NO_FATAL_FAILURE(
+      run_crash_and_resume(job(d, "full") + common, job(d, "crash") + common, 45, &resumed));
   EXPECT_TRUE(contains(resumed, "resumed from step")) << resumed.output;
   EXPECT_EQ(step_losses(d / "full" / "metrics.jsonl"), step_losses(d / "crash" / "metrics.jsonl"));
   fs::path a = newest_checkpoint(d / "full"), b = newest_checkpoint(d / "crash");
@@ -163,12 +172,8 @@ TEST(DdpTrain, ResumeWithDropoutIsExact) {
            " --set run.progress=plain --set comm.timeout_s=30 --set run.dir=" +
            d.string() + " --set run.name=" + name;
   };
-  CliResult full = run_cli(gpt("full"));
-  ASSERT_EQ(full.status, 0) << full.output;
-  CliResult crash = run_cli(gpt("crash") + " --set fault.kill_rank=0 --set fault.kill_at_step=25");
-  ASSERT_EQ(crash.status, 128 + 9) << crash.output;
-  CliResult resumed = run_cli(gpt("crash") + " --resume auto");
-  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  CliResult resumed;
+  ASSERT_NO_FATAL_FAILURE(run_crash_and_resume(gpt("full"), gpt("crash"), 25, &resumed));
   EXPECT_TRUE(contains(resumed, "resumed from step 20")) << resumed.output;
   EXPECT_EQ(step_losses(d / "full" / "metrics.jsonl"), step_losses(d / "crash" / "metrics.jsonl"));
   fs::path a = newest_checkpoint(d / "full"), b = newest_checkpoint(d / "crash");

@@ -23,7 +23,7 @@
 
 namespace cohort::ckpt {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using cohort::NamedTensors;  // tensor/tensor.h: the one definition
 
 // Writes `tensors` (CPU, any strides; non-contiguous ones are written contiguous, bit-exact) and
 // the optional string metadata to `path`, replacing it. Throws InvalidArgument for an empty,

@@ -47,18 +47,10 @@ COMM_INLINE void store(Half* p, float v) {
 #endif
 
 COMM_INLINE float load(const BHalf* p) {
-  uint32_t u = uint32_t(p->bits) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return bf16_to_float(p->bits);
 }
 COMM_INLINE void store(BHalf* p, float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  // Branch-free round to nearest even so the loop vectorises; NaN keeps a quiet NaN.
-  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  uint32_t nan = (u >> 16) | 0x40u;
-  p->bits = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  p->bits = float_to_bf16(v);  // branch-free (core/dtype.h), so the loop still vectorises
 }
 
 template <typename T>

@@ -76,11 +76,22 @@ Tensor Embedding::forward(const Tensor& indices) {
 
 Dropout::Dropout(double p, uint64_t seed) : p_(p), seed_(seed) {
   COHORT_CHECK_ARG(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p);
+  counter_ = register_buffer(kDropoutCounterBuffer, zeros({}, DType::i64));
+}
+
+uint64_t Dropout::counter() const {
+  return uint64_t(counter_.data<int64_t>()[0]);
+}
+
+void Dropout::set_counter(uint64_t c) {
+  counter_.data<int64_t>()[0] = int64_t(c);
 }
 
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p_ == 0.0) return x;
-  return ops::dropout(x, p_, derive_seed(seed_, counter_++));
+  uint64_t k = counter();
+  set_counter(k + 1);
+  return ops::dropout(x, p_, derive_seed(seed_, k));
 }
 
 Tensor ReLU::forward(const Tensor& x) {

@@ -99,8 +99,11 @@ class Embedding : public Module {
 };
 
 // Zeroes elements with probability p in training mode; identity in eval mode or when p = 0.
-// Call k (counting from 0) draws its mask from Philox(derive_seed(seed, k)), so a run that
-// restores the counter (counter()/set_counter(), dropout_counters()) resumes the exact masks.
+// Call k (counting from 0) draws its mask from Philox(derive_seed(seed, k)). The call counter
+// is module state, the buffer "rng_counter" (0-d int64; as PyTorch keeps BatchNorm's
+// num_batches_tracked), so state_dict()/load_state_dict(), and with them checkpoints, carry it:
+// a run that restores it resumes the exact masks.
+inline constexpr const char* kDropoutCounterBuffer = "rng_counter";
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5, uint64_t seed = 0);
@@ -109,13 +112,14 @@ class Dropout : public Module {
   double p() const { return p_; }
   uint64_t seed() const { return seed_; }
   void set_seed(uint64_t seed) { seed_ = seed; }
-  uint64_t counter() const { return counter_; }
-  void set_counter(uint64_t c) { counter_ = c; }
+  // The "rng_counter" buffer: calls in training mode so far.
+  uint64_t counter() const;
+  void set_counter(uint64_t c);
 
  private:
   double p_;
   uint64_t seed_;
-  uint64_t counter_ = 0;
+  Tensor counter_;  // the registered buffer (shares storage with it)
 };
 
 class ReLU : public Module {
@@ -160,9 +164,10 @@ class Sequential : public Module {
 // Every Dropout below `root`: its seed becomes derive_seed(seed, full_module_name) and its
 // counter 0. Models call it with their seed so each dropout site draws its own masks.
 void reseed_dropouts(Module& root, uint64_t seed);
-// Call counters of every Dropout below `root`, by full module name (for exact resume).
+// Call counters of every Dropout below `root`, by full module name: a view of the
+// "<name>.rng_counter" buffers (checkpoints save and restore those through state_dict).
 std::map<std::string, uint64_t> dropout_counters(const Module& root);
-// Restores them; a name that is not a Dropout of this model is InvalidArgument.
+// Sets them; a name that is not a Dropout of this model is InvalidArgument.
 void set_dropout_counters(Module& root, const std::map<std::string, uint64_t>& counters);
 
 }  // namespace cohort::nn

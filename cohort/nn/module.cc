@@ -120,16 +120,8 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
-void Module::zero_grad(ZeroGradMode mode) {
-  for (auto& [name, t] : named_parameters()) {
-    if (!t.grad().defined()) continue;
-    if (mode == ZeroGradMode::kSetToNone) {
-      t.set_grad(Tensor());
-    } else {
-      Tensor g = t.grad();
-      g.zero_();
-    }
-  }
+void Module::zero_grad(ZeroGrad mode) {
+  zero_grads(named_parameters(), mode);
 }
 
 void Module::reset_below(const std::string& prefix, uint64_t seed) {

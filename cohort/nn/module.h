@@ -26,7 +26,8 @@
 
 namespace cohort::nn {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// NamedTensors and ZeroGrad are tensor/tensor.h's (shared with optim/ and ckpt/).
+using cohort::NamedTensors;
 // Name -> value for parameters and buffers (what checkpoints store).
 using StateDict = std::map<std::string, Tensor>;
 
@@ -35,10 +36,6 @@ struct LoadOptions {
   // (unexpected) is an error. Shape mismatches are always errors.
   bool strict = true;
 };
-
-// How zero_grad clears gradients: drop the buffer (PyTorch's default; the next backward
-// writes a fresh one) or fill the existing buffer with zeros (keeps the handle stable).
-enum class ZeroGradMode : uint8_t { kSetToNone, kFillZero };
 
 class Module {
  public:
@@ -72,7 +69,7 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  void zero_grad(ZeroGradMode mode = ZeroGradMode::kSetToNone);
+  void zero_grad(ZeroGrad mode = ZeroGrad::kSetToNone);
 
   // Refills every parameter below this module from its Init rule (see the header comment).
   void reset_parameters(uint64_t seed);

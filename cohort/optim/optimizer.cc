@@ -58,15 +58,7 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::zero_grad(ZeroGrad mode) {
-  for (auto& [name, p] : params_) {
-    if (!p.grad().defined()) continue;
-    if (mode == ZeroGrad::kSetToNone) {
-      p.set_grad(Tensor());
-    } else {
-      Tensor g = p.grad();
-      g.zero_();
-    }
-  }
+  zero_grads(params_, mode);
 }
 
 Tensor Optimizer::grad_of(size_t i) const {

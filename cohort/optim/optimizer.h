@@ -20,16 +20,15 @@
 
 namespace cohort::optim {
 
-using NamedParams = std::vector<std::pair<std::string, Tensor>>;
+using NamedParams = NamedTensors;  // tensor/tensor.h
 
 struct OptimizerState {
   std::map<std::string, Tensor> tensors;
   std::map<std::string, double> scalars;
 };
 
-// How zero_grad clears gradients: drop the buffer (PyTorch's default; backward then writes a
-// fresh one without an extra pass) or fill it with zeros (keeps the buffer's identity).
-enum class ZeroGrad : uint8_t { kSetToNone, kFillZero };
+// How zero_grad clears gradients: tensor/tensor.h's ZeroGrad, the one nn::Module uses too.
+using cohort::ZeroGrad;
 
 class Optimizer {
  public:

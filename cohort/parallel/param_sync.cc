@@ -104,7 +104,7 @@ void broadcast_from_rank0(comm::ProcessGroup& group, const nn::NamedTensors& ent
     if (t.numel() == 0) continue;
     group.broadcast({.buffer = t.raw_data(),
                      .count = size_t(t.numel()),
-                     .dtype = static_cast<comm::DType>(static_cast<uint8_t>(t.dtype())),
+                     .dtype = t.dtype(),
                      .root = 0,
                      .timeout = timeout});
   }

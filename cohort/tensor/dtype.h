@@ -1,44 +1,28 @@
 #pragma once
 // Element types and devices. Both are part of every Tensor so that bf16/f16 and CUDA slot in
 // without changing the API; today's kernels are float32 on CPU, plus integer index tensors.
-#include <cstddef>
+// DType itself, its sizes and names and the 16-bit conversions live in core/dtype.h (comm/
+// shares them); this header adds the C++ element types and the Device.
 #include <cstdint>
-#include <cstring>
 #include <string>
+
+#include "cohort/core/dtype.h"
 
 namespace cohort {
 
-enum class DType : uint8_t { f32, f64, f16, bf16, i32, i64, u8 };
-
-size_t dtype_size(DType t);
-const char* dtype_name(DType t);
-
-// 16-bit float storage types. Arithmetic happens in float; these only convert.
+// 16-bit float storage types. Arithmetic happens in float; these only convert (core/dtype.h:
+// round to nearest even, NaN stays a quiet NaN).
 struct BFloat16 {
   uint16_t bits = 0;
   BFloat16() = default;
-  explicit BFloat16(float f) {  // round to nearest even; NaN stays NaN
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-      bits = uint16_t((u >> 16) | 0x40);
-      return;
-    }
-    u += 0x7fffu + ((u >> 16) & 1u);
-    bits = uint16_t(u >> 16);
-  }
-  operator float() const {
-    uint32_t u = uint32_t(bits) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
+  explicit BFloat16(float f) : bits(float_to_bf16(f)) {}
+  operator float() const { return bf16_to_float(bits); }
 };
 struct Float16 {
   uint16_t bits = 0;
   Float16() = default;
-  explicit Float16(float f);
-  operator float() const;
+  explicit Float16(float f) : bits(float_to_half(f)) {}
+  operator float() const { return half_to_float(bits); }
 };
 
 // Maps a C++ type to its DType: dtype_of<float>() == DType::f32.

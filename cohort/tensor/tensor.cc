@@ -249,4 +249,16 @@ Tensor uniform(const Shape& shape, double lo, double hi, uint64_t seed) {
   return random_fill(shape, [&](uint64_t i) { return a + w * g.uniform(i); });
 }
 
+void zero_grads(const NamedTensors& tensors, ZeroGrad mode) {
+  for (const auto& [name, t] : tensors) {
+    Tensor g = t.grad();
+    if (!g.defined()) continue;
+    if (mode == ZeroGrad::kSetToNone) {
+      Tensor(t).set_grad(Tensor());
+    } else {
+      g.zero_();
+    }
+  }
+}
+
 }  // namespace cohort

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/error.h"
@@ -165,5 +166,16 @@ Tensor uniform(const Shape& shape, double lo, double hi, uint64_t seed);
 
 // Shape helpers shared by ops: normalise a possibly negative dim, check it is in range.
 int64_t normalize_dim(int64_t d, int64_t ndim, const char* op);
+
+// Tensors under names, in a meaningful order: a module's parameters or buffers, an optimizer's
+// parameters, a safetensors file's contents. The one definition nn/, optim/ and ckpt/ share.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// How zero_grad clears gradients (nn::Module and optim::Optimizer alike): drop the buffer
+// (PyTorch's default; the next backward writes a fresh one without an extra pass) or fill it
+// with zeros (keeps the buffer and its identity, e.g. a DDP bucket view).
+enum class ZeroGrad : uint8_t { kSetToNone, kFillZero };
+// Clears the .grad of every tensor in `tensors` that has one, as `mode` says.
+void zero_grads(const NamedTensors& tensors, ZeroGrad mode);
 
 }  // namespace cohort

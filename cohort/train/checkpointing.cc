@@ -98,6 +98,27 @@ void check_same_run(const Trainer::State& s, const ckpt::CheckpointData& d) {
 
 }  // namespace
 
+nn::StateDict checkpoint_model_state(const ckpt::CheckpointData& d) {
+  nn::StateDict model = to_map(d.model);
+  // Checkpoints written before the dropout counters became module state (the "rng_counter"
+  // buffers) kept them in state.json as {"dropout_counters": {"<module>": n}}; the checkpoint
+  // format (MANIFEST version 1) is the same, so such a checkpoint is known by that key. Its
+  // counters go back under the buffers' names here; without them load_state_dict would refuse
+  // the checkpoint, naming each missing "<module>.rng_counter". A counter the model file has
+  // wins (no checkpoint has both).
+  auto old = d.state.find("dropout_counters");
+  if (old != d.state.end()) {
+    for (auto& [module, n] : old->get<std::map<std::string, uint64_t>>()) {
+      std::string key = module.empty() ? std::string(nn::kDropoutCounterBuffer)
+                                       : module + "." + nn::kDropoutCounterBuffer;
+      Tensor t = zeros({}, DType::i64);
+      t.data<int64_t>()[0] = int64_t(n);
+      model.emplace(key, t);
+    }
+  }
+  return model;
+}
+
 ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosition& pos) {
   ckpt::CheckpointData d;
   d.step = s.step;
@@ -111,7 +132,6 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                            {"train_seconds", s.train_seconds},
                            {"loss_ema", s.loss_ema},
                            {"optimizer_scalars", os.scalars},
-                           {"dropout_counters", nn::dropout_counters(*s.model)},
                            {"world_size", s.world->size},
                            {"resume_keys", resume_keys(s.cfg)},
                            {"config", s.cfg.to_toml()}};
@@ -123,15 +143,13 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
   const nlohmann::json& j = d.state;
   try {
     check_same_run(s, d);
-    s.model->load_state_dict(to_map(d.model));
+    s.model->load_state_dict(checkpoint_model_state(d));
     ckpt::NamedTensors optimizer = d.optimizer;
     restore_strategy(*s.strategy, j, optimizer);
     optim::OptimizerState os;
     os.tensors = to_map(optimizer);
     os.scalars = j.at("optimizer_scalars").get<std::map<std::string, double>>();
     s.opt->import_state(os);
-    nn::set_dropout_counters(*s.model,
-                             j.at("dropout_counters").get<std::map<std::string, uint64_t>>());
     s.step = j.at("step").get<int64_t>();
     s.samples = j.at("samples").get<int64_t>();
     s.train_seconds = j.at("train_seconds").get<double>();

@@ -4,13 +4,15 @@
 // A checkpoint is written after step s completes (state "step" = s). It holds everything that
 // decides the run from there on, so that a resumed run is bit-identical to an uninterrupted
 // one (same world size and thread count):
-//   model.safetensors      parameters and buffers (Module::state_dict names)
+//   model.safetensors      parameters and buffers (Module::state_dict names), the dropout
+//                          call counters among them ("<module>.rng_counter": the only RNG
+//                          state, every other draw is counter-based from run.seed)
 //   optimizer.safetensors  optimizer slots ("<param>.<slot>", Optimizer::export_state)
 //   state.json             step, epoch, batches of that epoch already consumed (the sampler
 //                          position), optimizer scalars (per-parameter step counts, lr),
-//                          dropout call counters (the only RNG state: every other draw is
-//                          counter-based from run.seed), running loss average, world size,
-//                          and the config the run used.
+//                          running loss average, world size, and the config the run used.
+//                          (Older checkpoints also hold "dropout_counters" here: see
+//                          checkpoint_model_state.)
 // Only rank 0 writes (parameters and optimizer state are identical on every rank); every rank
 // reads the same directory on resume.
 #include <optional>
@@ -22,7 +24,11 @@
 namespace cohort::train {
 
 ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosition& pos);
-// Restores model, optimizer and counters into s; returns where the loop resumes.
+// The model's state_dict a checkpoint holds: model.safetensors, plus the dropout counters of a
+// checkpoint written before they were module state (state.json "dropout_counters").
+nn::StateDict checkpoint_model_state(const ckpt::CheckpointData& d);
+// Restores model (dropout counters included), optimizer and loop state into s; returns where
+// the loop resumes.
 LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d);
 
 // The checkpoint to resume from, per run.resume ("auto", a path, or empty) and the restart

@@ -52,13 +52,14 @@ TEST(Module, NamesNestInRegistrationOrder) {
   Toy toy;
   EXPECT_EQ(names_of(toy.named_parameters()),
             (std::vector<std::string>{"scale", "body.0.weight", "body.0.bias", "body.2.weight"}));
-  EXPECT_EQ(names_of(toy.named_buffers()), (std::vector<std::string>{"count"}));
+  // The dropout's call counter is module state too (see Dropout).
+  EXPECT_EQ(names_of(toy.named_buffers()), (std::vector<std::string>{"count", "drop.rng_counter"}));
   EXPECT_EQ(toy.num_parameters(), 3 + 12 + 4 + 8);
   std::vector<std::string> mods;
   for (auto& [n, m] : toy.named_modules()) mods.push_back(n);
   EXPECT_EQ(mods, (std::vector<std::string>{"", "body", "body.0", "body.1", "body.2", "drop"}));
   for (auto& p : toy.parameters()) EXPECT_TRUE(p.requires_grad() && p.is_leaf());
-  EXPECT_EQ(toy.state_dict().size(), 5u);  // parameters and the buffer
+  EXPECT_EQ(toy.state_dict().size(), 6u);  // parameters and the buffers
 }
 
 TEST(Module, RejectsBadOrDuplicateNames) {
@@ -255,7 +256,7 @@ TEST(Module, ZeroGradModes) {
   ops::sum(lin(ones({1, 3}))).backward();
   ASSERT_TRUE(lin.weight().grad().defined());
   Tensor g = lin.weight().grad();
-  lin.zero_grad(ZeroGradMode::kFillZero);
+  lin.zero_grad(ZeroGrad::kFillZero);
   EXPECT_TRUE(lin.weight().grad().same(g));
   EXPECT_EQ(g.to_vector<float>(), std::vector<float>(6, 0.0f));
   lin.zero_grad();

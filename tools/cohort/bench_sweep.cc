@@ -25,7 +25,7 @@ BenchOp parse_bench_op(std::string_view name) {
 
 DType parse_bench_dtype(std::string_view name) {
   for (int t = 0; t < comm::kNumDTypes; ++t) {
-    if (name == comm::dtype_name(DType(t))) return DType(t);
+    if (name == comm::dtype_short_name(DType(t))) return DType(t);
   }
   COHORT_CHECK_ARG(false, "bench collectives: unknown --dtype '", name,
                    "' (f32, f64, f16, bf16, i32, i64, u8)");

@@ -233,7 +233,7 @@ int run_sweep(const BenchPlan& plan, C& c, const char* transport, AlgoName algo_
       double algbw = us > 0 ? double(moved) / us / 1e3 : 0;
       const char* algo = algo_name(moved);
       std::printf("%12s %12zu %6s %12.2f %12.3f %12.3f %8lld  %s\n", size_label(moved).c_str(),
-                  k.count, comm::dtype_name(plan.dtype), us, algbw,
+                  k.count, comm::dtype_short_name(plan.dtype), us, algbw,
                   algbw * bus_factor(plan.op, plan.ranks), (long long)wrong, algo);
       std::fflush(stdout);
     }

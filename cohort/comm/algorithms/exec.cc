@@ -79,12 +79,11 @@ std::string Signature::describe() const {
   bool reduces = op == OpCode::kAllreduce || op == OpCode::kReduce || op == OpCode::kReduceScatter;
   bool rooted = op == OpCode::kBroadcast || op == OpCode::kReduce || op == OpCode::kGather ||
                 op == OpCode::kScatter;
-  std::string out = detail::str(op_code_name(op), "(count=", count, ", ",
-                                uint8_t(dtype) < kNumDTypes ? dtype_name(dtype) : "?");
+  std::string out = detail::str(op_code_name(op), "(count=", count, ", ", dtype_short_name(dtype));
   if (reduces) out += detail::str(", ", reduce_op_name(reduce_op));
   if (rooted) out += detail::str(", root ", root);
   if (op == OpCode::kSendRecv)
-    out = detail::str("send/recv(count=", count, ", ", dtype_name(dtype), ", tag ", root);
+    out = detail::str("send/recv(count=", count, ", ", dtype_short_name(dtype), ", tag ", root);
   return out + detail::str(", ", algorithm_name(algorithm), ")");
 }
 

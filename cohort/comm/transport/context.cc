@@ -65,7 +65,8 @@ Request Context::recv(int peer, void* data, size_t bytes, const Header& header,
     size_t esz = dtype_size(reduce->dtype);
     check_reduce_op(reduce->op, "transport recv");
     COHORT_CHECK_ARG(bytes % esz == 0, "transport: reducing recv of ", bytes,
-                     " bytes is not a whole number of ", dtype_name(reduce->dtype), " elements");
+                     " bytes is not a whole number of ", dtype_short_name(reduce->dtype),
+                     " elements");
     op->reduce = true;
     op->reduce_spec = *reduce;
   }

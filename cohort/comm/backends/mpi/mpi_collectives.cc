@@ -36,7 +36,7 @@ void check_auto(const char* op, Algorithm a) {
 }
 
 std::string describe(size_t count, DType dtype) {
-  return detail::str("count=", count, ", ", dtype_name(dtype));
+  return detail::str("count=", count, ", ", dtype_short_name(dtype));
 }
 
 Reduction reduction(const char* name, DType dtype, ReduceOp op) {

@@ -29,7 +29,12 @@ class WaiterScope {
 struct Work::Chain {
   std::shared_ptr<State> first;
   std::function<Work()> next;
-  std::mutex mu;  // guards running `next`, `second` and `error`
+  // `next` runs outside `mu` (it may issue a blocking collective): done() and exception()
+  // only look at `phase`, and a second waiter sleeps on `ran` until the first one is through.
+  enum class Phase { kWaiting, kRunning, kRan };
+  std::mutex mu;
+  std::condition_variable ran;
+  Phase phase = Phase::kWaiting;
   std::shared_ptr<State> second;
   std::exception_ptr error;  // what `next` threw (it is not run again)
 };
@@ -45,30 +50,73 @@ Work Work::then(std::function<Work()> next) const {
   return Work(std::move(state));
 }
 
+namespace {
+
+std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
+  return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now()),
+                  std::chrono::milliseconds(0));
+}
+
+}  // namespace
+
 Work Work::advance_chain(const std::chrono::steady_clock::time_point* deadline) const {
   Chain& c = *state_->chain;
   Work first(c.first);
   if (deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        *deadline - std::chrono::steady_clock::now());
-    first.wait(std::max(left, std::chrono::milliseconds(0)));
+    first.wait(left_until(*deadline));
   } else {
     first.wait();
   }
-  std::lock_guard<std::mutex> lock(c.mu);
-  if (c.error) std::rethrow_exception(c.error);
-  if (!c.second) {
+  std::unique_lock<std::mutex> lock(c.mu);
+  if (c.phase == Chain::Phase::kWaiting) {
+    c.phase = Chain::Phase::kRunning;
+    lock.unlock();
+    std::shared_ptr<State> second;
+    std::exception_ptr error;
     try {
-      Work second = c.next();
-      COHORT_CHECK_ARG(second.valid(), "Work::then: the continuation of ", first.name(),
+      Work w = c.next();
+      COHORT_CHECK_ARG(w.valid(), "Work::then: the continuation of ", first.name(),
                        " returned an empty Work");
-      c.second = second.state_;
+      second = w.state_;
     } catch (...) {
-      c.error = std::current_exception();
-      throw;
+      error = std::current_exception();
+    }
+    lock.lock();
+    c.second = std::move(second);
+    c.error = error;
+    c.phase = Chain::Phase::kRan;
+    c.ran.notify_all();
+  } else if (c.phase == Chain::Phase::kRunning) {  // another thread runs it: wait for it
+    auto ran = [&] { return c.phase == Chain::Phase::kRan; };
+    if (!deadline) {
+      c.ran.wait(lock, ran);
+    } else if (!c.ran.wait_until(lock, *deadline, ran)) {
+      throw Timeout(detail::str(state_->name, ": the continuation of ", first.name(),
+                                " is still running on another thread (Work::wait)"));
     }
   }
+  if (c.error) std::rethrow_exception(c.error);
   return Work(c.second);
+}
+
+void Work::wait_issued() const noexcept {
+  if (!state_) return;
+  try {
+    if (!state_->chain) {
+      wait();
+      return;
+    }
+    Chain& c = *state_->chain;
+    Work(c.first).wait_issued();
+    std::unique_lock<std::mutex> lock(c.mu);
+    c.ran.wait(lock, [&] { return c.phase != Chain::Phase::kRunning; });
+    std::shared_ptr<State> second = c.second;
+    lock.unlock();
+    if (second) Work(second).wait_issued();
+  } catch (...) {
+    // Only waiting: the error belongs to whoever waits for the result.
+  }
 }
 
 Work Work::pending(std::string name, std::shared_ptr<transport::WaitHint> hint) {
@@ -95,8 +143,14 @@ bool Work::done() const {
     Work first(c.first);
     if (!first.done()) return false;
     if (first.exception()) return true;
-    std::lock_guard<std::mutex> lock(c.mu);
-    return c.error || (c.second && Work(c.second).done());
+    std::shared_ptr<State> second;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (c.phase != Chain::Phase::kRan) return false;
+      if (c.error) return true;
+      second = c.second;
+    }
+    return Work(second).done();
   }
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->done;
@@ -115,10 +169,7 @@ void Work::wait(std::chrono::milliseconds timeout) const {
   COHORT_CHECK_ARG(state_ != nullptr, "Work::wait: empty Work");
   if (state_->chain) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
-    Work second = advance_chain(&deadline);
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    return second.wait(std::max(left, std::chrono::milliseconds(0)));
+    return advance_chain(&deadline).wait(left_until(deadline));
   }
   WaiterScope waiting(state_->hint.get());
   std::unique_lock<std::mutex> lock(state_->mu);
@@ -134,9 +185,14 @@ std::exception_ptr Work::exception() const {
   if (state_->chain) {
     Chain& c = *state_->chain;
     if (auto e = Work(c.first).exception()) return e;
-    std::lock_guard<std::mutex> lock(c.mu);
-    if (c.error) return c.error;
-    return c.second ? Work(c.second).exception() : nullptr;
+    std::shared_ptr<State> second;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (c.phase != Chain::Phase::kRan) return nullptr;
+      if (c.error) return c.error;
+      second = c.second;
+    }
+    return Work(second).exception();
   }
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->error;

@@ -42,6 +42,10 @@ class Work {
   // the same order (DDP waits for its buckets in index order). If this operation fails, the
   // chain fails with its error and `next` never runs; an exception from `next` is the chain's.
   Work then(std::function<Work()> next) const;
+  // Waits for every operation already issued under this Work (for a chain: the first one, and
+  // the continuation's Work if it already ran) without running a continuation, and without
+  // throwing: for clean-up after a failure, where issuing new collectives could hang peers.
+  void wait_issued() const noexcept;
 
   // Used by the communicator: a fresh pending Work and its completion. While a thread blocks
   // in wait(), `hint` (if any) counts it as a waiter, so the transfer polls hard again.

@@ -17,7 +17,9 @@ class Error : public std::runtime_error {
   }
 };
 
-// Base of each error type: gives it with_context() returning its own type.
+// Base of each error type: gives it with_context() returning its own type. An error type of
+// your own derives through it too (class MyError : public ErrorKind<MyError, IoError>), or
+// rethrow_with_context turns it into its nearest cohort base.
 template <typename Self, typename Base>
 class ErrorKind : public Base {
  public:

@@ -12,7 +12,10 @@
 //
 // Contract: run() is called on the thread that runs backward, for buckets in index order on
 // every rank, and issues the same collectives on every rank. The Work it returns completes
-// when bucket.data holds the averaged gradient; until then the hook owns bucket.data.
+// when bucket.data holds the averaged gradient; until then the hook owns bucket.data. The
+// GradBucket stays valid until that Work is done, so continuations may capture it by
+// reference. A continuation runs when DDP waits for the bucket (Work::then); after a failed
+// backward DDP only waits for what was issued, without running continuations.
 #include <chrono>
 #include <cstddef>
 #include <memory>

@@ -16,10 +16,12 @@ struct DdpOptions {
   int64_t check_every = 0;        // >0: every K synced steps hash parameters across ranks
   bool broadcast_buffers = true;  // rank 0's buffers are broadcast at construction
   // PyTorch's gradient_as_bucket_view, on by default: once its bucket holds it, a parameter's
-  // .grad *is* its slot of the bucket, so the averaged gradient needs no copy back (and, with
-  // zero_grad filling zeros, backward accumulates straight into the bucket). The .grad of
-  // every parameter then changes under the next synced backward: keep a copy (clone) to hold
-  // one past it. false: .grad stays the tensor backward made; the average is copied into it.
+  // .grad *is* its slot of the bucket (from the second synced step on: after the first, the
+  // buckets are rebuilt in ready order and that step's .grad gets memory of its own), so the
+  // averaged gradient needs no copy back (and, with zero_grad filling zeros, backward accumulates
+  // straight into the bucket). The .grad of every parameter then changes under the next synced
+  // backward: keep a copy (clone) to hold one past it. false: .grad stays the tensor backward made;
+  // the average is copied into it.
   bool gradient_as_bucket_view = true;
   std::chrono::milliseconds timeout{0};  // per collective; 0: the group's default
 };

@@ -1,6 +1,7 @@
 // The "ddp" strategy: parallel::DDP behind the Strategy seam, with its config keys.
 #include "cohort/parallel/ddp_strategy.h"
 
+#include "cohort/core/logging.h"
 #include "cohort/parallel/builtin_strategies.h"
 
 namespace cohort::parallel {
@@ -70,12 +71,20 @@ StrategyStats DdpStrategy::last_stats() const {
 
 StrategyState DdpStrategy::state() const {
   StrategyState st = ddp_.comm_hook().state();
-  st.values = {{"comm_hook", ddp_.comm_hook().name()}, {"hook", st.values}};
+  st.values = {{"comm_hook", ddp_.comm_hook().name()}, {"hook", st.values}};  // per_rank kept
   return st;
 }
 
 void DdpStrategy::load_state(const StrategyState& state) {
-  if (state.values.value("comm_hook", "") != ddp_.comm_hook().name()) return;
+  std::string saved = state.values.value("comm_hook", "");
+  if (saved != ddp_.comm_hook().name()) {
+    if (!state.tensors.empty() || !state.values.value("hook", nlohmann::json::object()).empty()) {
+      log::warn("ddp", "the checkpoint holds the state of comm hook '", saved, "', this DDP runs '",
+                ddp_.comm_hook().name(),
+                "': that state is not restored (register the hook before loading)");
+    }
+    return;
+  }
   StrategyState hook{state.tensors, state.values.at("hook")};
   ddp_.comm_hook().load_state(hook);
 }

@@ -146,6 +146,12 @@ void Reducer::reset_iteration() {
 void Reducer::abandon_iteration() noexcept {
   in_iteration_ = false;
   needs_drain_ = true;
+  // With bucket views .grad is bucket memory: what is in flight must land before anything
+  // (the next backward's accumulation, the user's error handling) touches .grad again.
+  if (options_.gradient_as_bucket_view) {
+    drain();
+    needs_drain_ = false;
+  }
 }
 
 Tensor Reducer::slot_view(size_t p) const {
@@ -211,12 +217,10 @@ std::string Reducer::bucket_name(size_t b) const {
 void Reducer::drain() noexcept {
   for (Bucket& b : buckets_) {
     if (!b.work.valid()) continue;
-    try {
-      b.work.wait();  // bounded by the operation's own deadline
-    } catch (...) {
-      // The pass that launched it is already failing or gone; its error was (or will be)
-      // reported by whoever waits for it properly.
-    }
+    // Bounded by the operations' own deadlines; never runs a comm hook's continuation (a
+    // collective issued now could hang peers that are not in this pass any more), never throws:
+    // the pass that launched it is failing or gone, and its error was (or will be) reported.
+    b.work.wait_issued();
   }
 }
 

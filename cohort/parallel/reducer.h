@@ -75,6 +75,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     Tensor flat;  // [numel] f32
     size_t pending = 0;
     comm::Work work;
+    GradBucket view;  // what the hook got; lives until the bucket is rebuilt (after all waits)
     Clock::time_point launched_at, done_at;
     bool observed_done = false;
   };
@@ -97,6 +98,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void copy_back();
   void record_stats(Clock::time_point graph_done, double exposed_s);
   void rebuild_from_ready_order(const std::vector<size_t>& order);
+  void detach_grads_from_buckets();
   void reset_iteration();
   Tensor slot_view(size_t p) const;
   static bool is_slot(const Tensor& grad, const Tensor& view);

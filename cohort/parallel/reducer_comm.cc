@@ -17,13 +17,14 @@ double seconds(Reducer::Clock::duration d) {
 
 void Reducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
-  GradBucket view{.index = b,
-                  .num_buckets = buckets_.size(),
-                  .data = static_cast<float*>(bucket.flat.raw_data()),
-                  .numel = bucket.layout.numel,
-                  .parameters = {},
-                  .offsets = bucket.layout.offsets,
-                  .timeout = options_.timeout};
+  GradBucket& view = bucket.view;
+  view = {.index = b,
+          .num_buckets = buckets_.size(),
+          .data = static_cast<float*>(bucket.flat.raw_data()),
+          .numel = bucket.layout.numel,
+          .parameters = {},
+          .offsets = bucket.layout.offsets,
+          .timeout = options_.timeout};
   for (size_t p : bucket.layout.params) view.parameters.push_back(params_[p].name);
   try {
     bucket.work = hook_->run(group_, view);
@@ -157,8 +158,18 @@ void Reducer::rebuild_from_ready_order(const std::vector<size_t>& order) {
                    differ,
                    " than on rank 0. DDP assumes every rank runs the same model and "
                    "the same forward (bucket order must match across ranks)");
+  detach_grads_from_buckets();
   build_buckets(order);
   reset_iteration();
+}
+
+// Gradients that are views of the old buckets get memory of their own, so that the old buckets
+// are freed before the new ones are allocated: the arena then holds one set, not two.
+void Reducer::detach_grads_from_buckets() {
+  for (size_t p = 0; p < params_.size(); ++p) {
+    Tensor grad = params_[p].tensor.grad();
+    if (is_slot(grad, slot_view(p))) params_[p].tensor.set_grad(grad.clone_raw());
+  }
 }
 
 }  // namespace cohort::parallel

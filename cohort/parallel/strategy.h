@@ -14,8 +14,10 @@
 //   s->step();
 //   s->zero_grad();
 //
-// Contract: every rank calls the same methods in the same order (a strategy may communicate in
-// any of them). The default implementations are those of single-process training.
+// Contract: every rank calls the same methods in the same order, and a strategy may communicate
+// in any of them except state() and load_state(): state() is called on rank 0 alone (it writes
+// the checkpoint), load_state() on every rank with rank 0's state. The default implementations
+// are those of single-process training.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,11 +46,15 @@ struct StrategyStats {
   uint64_t bytes_sent = 0, bytes_received = 0;
 };
 
-// What a strategy keeps across a checkpoint. Saved from rank 0: state that differs between
-// ranks is not restored on the others (per-rank checkpoint files are a later step).
+// What a strategy keeps across a checkpoint. Saved from rank 0 and restored on every rank, so it
+// must be the same on every rank. State that differs between ranks (error-feedback residuals)
+// sets `per_rank`: saving it is then refused with an error naming the strategy, rather than
+// resuming every rank from rank 0's (per-rank checkpoint files come with resharding
+// checkpoints, issue 15).
 struct StrategyState {
   nn::NamedTensors tensors;
   nlohmann::json values = nlohmann::json::object();
+  bool per_rank = false;
 };
 
 class Strategy {

@@ -23,6 +23,9 @@ constexpr char kStrategyPrefix[] = "strategy/";
 
 void capture_strategy(const parallel::Strategy& strategy, ckpt::CheckpointData& d) {
   parallel::StrategyState st = strategy.state();
+  COHORT_CHECK_ARG(!st.per_rank, "checkpoint: strategy '", strategy.name(),
+                   "' keeps state that differs between ranks, which checkpoints cannot hold "
+                   "yet (they are written by rank 0); train with ckpt.enabled = false");
   for (auto& [name, t] : st.tensors) d.optimizer.emplace_back(kStrategyPrefix + name, t);
   d.state["strategy"] = {{"name", strategy.name()}, {"values", st.values}};
 }
@@ -62,8 +65,9 @@ int64_t agree_on_step(Trainer::State& s, int64_t chosen) {
 
 // Keys that decide which samples a step sees: resuming with any of them changed would not
 // continue the same run, so it is an error naming the key (change them in a fresh run).
-const char* const kResumeKeys[] = {"data.dataset", "data.batch_size", "data.shuffle",
-                                   "run.seed",     "model.type",      "optim.name"};
+const char* const kResumeKeys[] = {
+    "data.dataset", "data.batch_size", "data.shuffle",          "run.seed",
+    "model.type",   "optim.name",      "train.grad_accum_steps"};
 
 nlohmann::json resume_keys(const Config& cfg) {
   nlohmann::json j = nlohmann::json::object();

@@ -2,6 +2,9 @@
 // rules and with real collectives for the use.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "cohort/comm/process_group.h"
@@ -73,6 +76,62 @@ TEST(WorkThen, WaitWithATimeoutCoversTheWholeChain) {
   EXPECT_THROW(stuck.wait(std::chrono::milliseconds(20)), Timeout);
   EXPECT_THROW(Work().then([] { return done_work("x"); }), InvalidArgument);
   EXPECT_THROW(done_work("empty").then([] { return Work(); }).wait(), InvalidArgument);
+}
+
+// While one thread runs the continuation (which may block in a collective), done() and
+// exception() answer at once and a second waiter waits for the same result.
+TEST(WorkThen, DoneDoesNotBlockWhileTheContinuationRuns) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, release = false;
+  Work second = Work::pending("second");
+  Work chain = done_work("first").then([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return second;
+  });
+  std::thread runner([&] { chain.wait(); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return entered; });
+  }
+  EXPECT_FALSE(chain.done());
+  EXPECT_EQ(chain.exception(), nullptr);
+  EXPECT_THROW(chain.wait(std::chrono::milliseconds(20)), Timeout);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  second.complete(nullptr);
+  runner.join();
+  chain.wait();
+  EXPECT_TRUE(chain.done());
+}
+
+// Clean-up after a failure waits for what was issued and never issues more.
+TEST(WorkThen, WaitIssuedNeverRunsTheContinuation) {
+  int runs = 0;
+  Work chain = done_work("first").then([&] {
+    ++runs;
+    return done_work("second");
+  });
+  chain.wait_issued();
+  EXPECT_EQ(runs, 0);
+  Work failed = Work::pending("failed");
+  failed.complete(std::make_exception_ptr(IoError("peer gone")));
+  failed
+      .then([&] {
+        ++runs;
+        return done_work("x");
+      })
+      .wait_issued();  // does not throw
+  EXPECT_EQ(runs, 0);
+  chain.wait();
+  EXPECT_EQ(runs, 1);
+  chain.wait_issued();
 }
 
 // Two collectives in a row, as a comm hook issues them: sum, then (in the continuation) the

@@ -110,6 +110,25 @@ TEST(GradAccum, DdpCommunicatesOncePerStep) {
   fs::remove_all(d);
 }
 
+// A step means k micro-batches: resuming with another k would shift the schedule and the end.
+TEST(GradAccum, ResumingWithAnotherAccumulationIsRefused) {
+  fs::path d = fresh_dir("accum_resume");
+  std::string job =
+      "train /dev/null --set data.dataset=synthetic --set data.synthetic_samples=256"
+      " --set data.batch_size=32 --set run.threads=1 --set run.progress=none"
+      " --set ckpt.every_steps=2 --set run.dir=" +
+      d.string() + " --set run.name=r";
+  CliResult first = run_cli(job + " --set train.max_steps=2");
+  ASSERT_EQ(first.status, 0) << first.output;
+  CliResult again = run_cli(job + " --set train.grad_accum_steps=2 --resume auto");
+  EXPECT_EQ(again.status, 2) << again.output;
+  EXPECT_NE(again.output.find("train.grad_accum_steps = 1, this run has "
+                              "train.grad_accum_steps = 2"),
+            std::string::npos)
+      << again.output;
+  fs::remove_all(d);
+}
+
 TEST(StrategySeam, UnknownStrategyNamesTheRegisteredOnes) {
   fs::path d = fresh_dir("unknown");
   CliResult r = run_cli(cli_job(d, "x") + " --set parallel.strategy=zero9");

@@ -350,6 +350,27 @@ TEST_F(ServiceTest, PushedMessagesReachTheRightPeerAndPeersSendToo) {
   EXPECT_EQ(got, (std::set<std::pair<uint64_t, std::string>>{{ida, "from a"}, {idb, "from b"}}));
 }
 
+// A client that does not receive cannot be made to hold unbounded memory: past its inbox
+// limit it drops the connection, keeps what it had, and then names the reason.
+TEST_F(ServiceTest, AFullInboxDropsTheConnectionWithAClearError) {
+  ClientOptions o = client_options(secret_);
+  o.max_inbox_bytes = 2000;
+  Client c(o);
+  const uint64_t id = peer_id(c);
+  Bytes kb(1000, 7);
+  for (int i = 0; i < 3; ++i) server_->send(id, kb);
+  // The answer comes after the pushes on the same connection: the third one overflowed first.
+  try {
+    c.request(bytes("ping"));
+    FAIL() << "a third message fitted an inbox of 2000 bytes";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_inbox_bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(c.receive(10s).value(), kb);
+  EXPECT_EQ(c.receive(10s).value(), kb);
+  EXPECT_THROW(c.receive(10s), IoError);
+}
+
 TEST_F(ServiceTest, ServerShutdownFailsPendingRequestsNamingTheServer) {
   auto c = client();
   const std::string address = server_->address();

@@ -146,26 +146,30 @@ std::optional<Bytes> Client::receive(Millis timeout) {
   if (!inbox_.empty()) {
     Bytes m = std::move(inbox_.front());
     inbox_.pop_front();
+    inbox_bytes_ -= m.size();
     return m;
   }
   if (!failure_.empty()) throw IoError(failure_);
   return std::nullopt;
 }
 
-void Client::deliver(const Frame& f) {
+bool Client::deliver(const Frame& f) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (f.kind == Kind::kMessage) {
+      if (inbox_bytes_ + f.payload.size() > options_.max_inbox_bytes) return false;
       inbox_.emplace_back(f.payload.begin(), f.payload.end());
+      inbox_bytes_ += f.payload.size();
     } else {
       auto it = pending_.find(f.id);
-      if (it == pending_.end()) return;  // its caller gave up (timeout): discard
+      if (it == pending_.end()) return true;  // its caller gave up (timeout): discard
       it->second.done = true;
       it->second.error = f.kind == Kind::kError;
       it->second.payload.assign(f.payload.begin(), f.payload.end());
     }
   }
   cv_.notify_all();
+  return true;
 }
 
 // The reader thread: cuts what arrives into frames and hands each to its waiter, until the
@@ -184,7 +188,13 @@ void Client::read_loop() {
         ::shutdown(fd_.get(), SHUT_RDWR);
         return;
       }
-      deliver(f);
+      if (!deliver(f)) {
+        fail(detail::str(describe(), " pushed more than ", options_.max_inbox_bytes,
+                         " bytes of messages that were not received (ClientOptions::"
+                         "max_inbox_bytes); the connection is dropped"));
+        ::shutdown(fd_.get(), SHUT_RDWR);
+        return;
+      }
       pos += res.size;
     }
     if (pos == buf.size()) {

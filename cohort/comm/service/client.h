@@ -41,6 +41,9 @@ struct ClientOptions {
   Millis connect_timeout = std::chrono::seconds(60);
   Millis timeout = std::chrono::seconds(300);   // default deadline of request() and send()
   size_t max_payload_bytes = size_t{64} << 20;  // per frame, both ways
+  // Pushed messages held for receive(): past this many bytes the client drops the connection
+  // (IoError naming the server) rather than grow without bound while nobody receives.
+  size_t max_inbox_bytes = size_t{1} << 30;
 };
 
 class Client {
@@ -72,7 +75,8 @@ class Client {
  private:
   void read_loop();
   bool read_some(Bytes& buf);  // appends what arrives; false when the connection ended
-  void deliver(const Frame& f);
+  // False when the inbox would pass max_inbox_bytes (the message is not kept).
+  bool deliver(const Frame& f);
   void fail(const std::string& why);  // the connection is gone: wake every waiter
   void write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Millis timeout);
   void check_size(std::span<const uint8_t> payload, const char* what) const;
@@ -96,7 +100,8 @@ class Client {
   uint64_t next_id_ = 1;
   std::map<uint64_t, Pending> pending_;  // outstanding requests by id
   std::deque<Bytes> inbox_;              // pushed messages not yet received
-  std::string failure_;                  // non-empty once the connection is gone
+  size_t inbox_bytes_ = 0;
+  std::string failure_;  // non-empty once the connection is gone
 };
 
 }  // namespace cohort::comm::service

@@ -70,10 +70,19 @@ void bsp_equals_one_process(const std::string& optim) {
   CliResult one = run_cli(job(d, "one", 64) + optim);
   ASSERT_EQ(one.status, 0) << one.output;
   const cohort::NamedTensors reference = final_model(d / "one");
-  for (int servers : {1, 2}) {
-    const std::string name = "ps" + std::to_string(servers);
-    CliResult ps = run_cli(job(d, name, 32) + optim + " --set parallel.strategy=ps --workers 2" +
-                           " --servers " + std::to_string(servers));
+  struct Run {
+    std::string name;
+    int servers, batch;
+    std::string extra;
+  };
+  // The last: two micro-batches of 16 per step (the push happens in step()).
+  for (const Run& r : {Run{"ps1", 1, 32, ""}, Run{"ps2", 2, 32, ""},
+                       Run{"ps2_accum", 2, 16, " --set train.grad_accum_steps=2"}}) {
+    const std::string& name = r.name;
+    const int servers = r.servers;
+    CliResult ps = run_cli(job(d, name, r.batch) + optim + r.extra +
+                           " --set parallel.strategy=ps --workers 2 --servers " +
+                           std::to_string(servers));
     ASSERT_EQ(ps.status, 0) << ps.output;
     EXPECT_TRUE(contains(ps, "[server " + std::to_string(servers - 1) + "]")) << ps.output;
     EXPECT_TRUE(newest_checkpoint(d / name).string().ends_with("step-0000000020"));
@@ -92,6 +101,21 @@ TEST(PsTrain, BspOnOneAndTwoServersEqualsOneProcessWithTheCombinedBatchPlainSgd)
 
 TEST(PsTrain, BspOnOneAndTwoServersEqualsOneProcessWithTheCombinedBatchMomentum) {
   bsp_equals_one_process(" --set optim.momentum=0.9 --set optim.weight_decay=0.01");
+}
+
+TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJob) {
+  CliResult r = run_cli(
+      "run -n 2 --servers 2 -- sh -c 'echo role=$COHORT_ROLE index=$COHORT_SERVER_INDEX "
+      "servers=$COHORT_NUM_SERVERS workers=$COHORT_NUM_WORKERS rank=$COHORT_RANK'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r, "2 workers and 2 parameter servers")) << r.output;
+  EXPECT_TRUE(contains(r, "[server 1] role=server index=1 servers=2 workers=2 rank=\n"))
+      << r.output;
+  EXPECT_TRUE(contains(r, "[rank 1] role= index= servers=2 workers= rank=1")) << r.output;
+  CliResult failed = run_cli(
+      "run -n 1 --servers 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && exit 3; sleep 30'");
+  EXPECT_EQ(failed.status, 3) << failed.output;
+  EXPECT_TRUE(contains(failed, "server 0 exited with")) << failed.output;
 }
 
 TEST(PsTrain, WhatThisVersionDoesNotSupportIsRefusedClearly) {

@@ -73,13 +73,12 @@ AttemptOutcome Attempt::run() {
                  plan_.store_host.c_str(), unsigned{port_});
   } else {
     const std::string servers =
-        options_.num_servers > 0 ? cohort::detail::str(" and ", options_.num_servers,
-                                                       " parameter server",
-                                                       options_.num_servers == 1 ? "" : "s")
-                                 : "";
-    std::fprintf(stderr, "cohort run: %d worker%s%s, store %s:%u\n", world,
-                 world == 1 ? "" : "s", servers.c_str(), plan_.store_host.c_str(),
-                 unsigned{port_});
+        options_.num_servers > 0
+            ? cohort::detail::str(" and ", options_.num_servers, " parameter server",
+                                  options_.num_servers == 1 ? "" : "s")
+            : "";
+    std::fprintf(stderr, "cohort run: %d worker%s%s, store %s:%u\n", world, world == 1 ? "" : "s",
+                 servers.c_str(), plan_.store_host.c_str(), unsigned{port_});
   }
   std::fflush(stderr);
   spawn_all();

@@ -62,11 +62,11 @@ void validate(const LaunchOptions& o) {
   COHORT_CHECK_ARG(o.max_restarts == 0 || o.nnodes == 1, "cohort run: --max-restarts ",
                    o.max_restarts, " is supported only on a single node for now (--nnodes ",
                    o.nnodes, "): restarting would need every node to restart together");
-  COHORT_CHECK_ARG(o.num_servers >= 0, "cohort run: --servers must be >= 0, got ",
-                   o.num_servers);
+  COHORT_CHECK_ARG(o.num_servers >= 0, "cohort run: --servers must be >= 0, got ", o.num_servers);
   COHORT_CHECK_ARG(o.num_servers == 0 || (o.nnodes == 1 && o.max_restarts == 0),
                    "cohort run: --servers is supported on a single node without --max-restarts "
-                   "for now (got --nnodes ", o.nnodes, ", --max-restarts ", o.max_restarts,
+                   "for now (got --nnodes ",
+                   o.nnodes, ", --max-restarts ", o.max_restarts,
                    "): multi-node parameter servers and server restarts come later");
   COHORT_CHECK_ARG(o.stop_grace.count() >= 0, "cohort run: stop_grace must be >= 0 ms, got ",
                    o.stop_grace.count());
@@ -163,8 +163,8 @@ LaunchResult run(const LaunchOptions& options) {
     }
     const int world = options.nnodes * options.nproc_per_node;
     const bool server = out.failed_rank >= world;  // servers follow the workers (attempt.h)
-    const std::string who = server ? str("server ", out.failed_rank - world)
-                                   : str("rank ", out.failed_rank);
+    const std::string who =
+        server ? str("server ", out.failed_rank - world) : str("rank ", out.failed_rank);
     const std::string why = failure_summary(who, out.status);
     if (restart < options.max_restarts) {
       std::fprintf(stderr,
@@ -184,8 +184,7 @@ LaunchResult run(const LaunchOptions& options) {
     const std::string restarts = options.max_restarts > 0 ? str(" (restarts used: ", restart,
                                                                 " of ", options.max_restarts, ")")
                                                           : std::string();
-    result.message =
-        str(why, restarts, "; last lines of ", who, ":\n", out.tail, unreaped);
+    result.message = str(why, restarts, "; last lines of ", who, ":\n", out.tail, unreaped);
     return result;
   }
 }

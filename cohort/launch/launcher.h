@@ -65,11 +65,11 @@ struct LaunchOptions {
 };
 
 struct LaunchResult {
-  int exit_code = 0;     // 0 on success; else the failed worker's code (128+signal if killed)
+  int exit_code = 0;       // 0 on success; else the failed worker's code (128+signal if killed)
   int failed_rank = -1;    // global rank of the first worker that failed, -1 if none
   int failed_server = -1;  // or the index of the first server that failed
-  int restarts = 0;      // restarts used
-  std::string message;   // human summary, e.g. "rank 1 was killed by signal 9 (SIGKILL); ..."
+  int restarts = 0;        // restarts used
+  std::string message;     // human summary, e.g. "rank 1 was killed by signal 9 (SIGKILL); ..."
 };
 
 // Blocks until every worker has exited. Throws InvalidArgument for bad options (and for a

@@ -69,8 +69,7 @@ void for_each_overlap(const NamedTensors& params, const Layout& layout, KeyRange
 
 }  // namespace
 
-void gather_values(const NamedTensors& params, const Layout& layout, KeyRange range,
-                   float* flat) {
+void gather_values(const NamedTensors& params, const Layout& layout, KeyRange range, float* flat) {
   for_each_overlap(params, layout, range, [&](const Tensor& t, int64_t at, int64_t to, int64_t n) {
     std::memcpy(flat + to, t.data<float>() + at, size_t(n) * sizeof(float));
   });

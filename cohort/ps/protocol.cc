@@ -39,8 +39,8 @@ class Reader {
 
  private:
   void need(size_t n) const {
-    COHORT_CHECK_ARG(b_.size() - at_ >= n, "parameter server: truncated message (",
-                     b_.size(), " bytes)");
+    COHORT_CHECK_ARG(b_.size() - at_ >= n, "parameter server: truncated message (", b_.size(),
+                     " bytes)");
   }
   const Bytes& b_;
   size_t at_ = 0;
@@ -84,8 +84,8 @@ Bytes encode_push(int32_t rank, int64_t step, KeyRange range, const float* grads
 }
 
 MsgKind peek_kind(const Bytes& b) {
-  COHORT_CHECK_ARG(!b.empty() && b[0] >= 1 && b[0] <= 4,
-                   "parameter server: unknown message kind ", b.empty() ? -1 : int(b[0]));
+  COHORT_CHECK_ARG(!b.empty() && b[0] >= 1 && b[0] <= 4, "parameter server: unknown message kind ",
+                   b.empty() ? -1 : int(b[0]));
   return MsgKind(b[0]);
 }
 

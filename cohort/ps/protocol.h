@@ -23,7 +23,9 @@ namespace cohort::ps {
 using comm::service::Bytes;
 
 // Where server i publishes its "host:port" in the job's rendezvous store.
-inline std::string server_key(int index) { return "ps/server/" + std::to_string(index); }
+inline std::string server_key(int index) {
+  return "ps/server/" + std::to_string(index);
+}
 
 enum class MsgKind : uint8_t { kHello = 1, kPull = 2, kPush = 3, kBye = 4 };
 

@@ -83,8 +83,8 @@ void PsStrategy::step() {
   scatter_values(params_, layout_, {0, layout_.total}, values_.data());
   ++step_;
   const double s = seconds_since(t0);
-  stats_ = {.comm_s = s, .exposed_s = s, .bytes_sent = t.bytes_sent,
-            .bytes_received = t.bytes_received};
+  stats_ = {
+      .comm_s = s, .exposed_s = s, .bytes_sent = t.bytes_sent, .bytes_received = t.bytes_received};
 }
 
 void PsStrategy::shutdown() noexcept {
@@ -93,8 +93,9 @@ void PsStrategy::shutdown() noexcept {
 
 parallel::StrategyRegistration ps_strategy_registration() {
   return {.name = "ps",
-          .description = "parameter servers (--servers S): workers push gradients, servers "
-                         "update and serve parameters; BSP for now, ASP/SSP later",
+          .description =
+              "parameter servers (--servers S): workers push gradients, servers "
+              "update and serve parameters; BSP for now, ASP/SSP later",
           .add_keys = add_ps_keys,
           .make = [](const parallel::StrategyContext& ctx) -> std::unique_ptr<parallel::Strategy> {
             return std::make_unique<PsStrategy>(ctx, worker_options(ctx));

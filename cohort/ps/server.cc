@@ -11,8 +11,8 @@ using detail::str;
 ParamServer::ParamServer(ServerOptions options) : o_(std::move(options)) {
   COHORT_CHECK_ARG(o_.num_workers >= 1, "parameter server: need at least one worker, got ",
                    o_.num_workers);
-  COHORT_CHECK_ARG(o_.index >= 0 && o_.index < o_.num_servers, "parameter server: index ",
-                   o_.index, " out of range for ", o_.num_servers, " servers");
+  COHORT_CHECK_ARG(o_.index >= 0 && o_.index < o_.num_servers, "parameter server: index ", o_.index,
+                   " out of range for ", o_.num_servers, " servers");
   COHORT_CHECK_ARG(o_.make_optimizer && o_.make_schedule,
                    "parameter server: make_optimizer and make_schedule are required");
   layout_ = layout_of(o_.params);
@@ -35,8 +35,8 @@ ParamServer::ParamServer(ServerOptions options) : o_(std::move(options)) {
                                    .secret_policy = o_.secret_policy,
                                    .name = str("parameter server ", o_.index)},
       std::move(h));
-  log::info("ps", who(), " serves keys [", range_.begin, ", ", range_.end, ") of ",
-            layout_.total, " at ", server_->address());
+  log::info("ps", who(), " serves keys [", range_.begin, ", ", range_.end, ") of ", layout_.total,
+            " at ", server_->address());
 }
 
 ParamServer::~ParamServer() {
@@ -64,9 +64,9 @@ void ParamServer::wait(Millis idle_timeout) {
     const auto deadline = last_activity_ + idle_timeout;
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
         std::chrono::steady_clock::now() >= last_activity_ + idle_timeout) {
-      throw Timeout(str(who(), ": no request from any worker for ", idle_timeout.count(),
-                   " ms (", said_bye_.size(), " of ", o_.num_workers,
-                   " workers finished, at step ", step_, "); check that the workers are running"));
+      throw Timeout(str(who(), ": no request from any worker for ", idle_timeout.count(), " ms (",
+                        said_bye_.size(), " of ", o_.num_workers, " workers finished, at step ",
+                        step_, "); check that the workers are running"));
     }
   }
 }
@@ -95,9 +95,9 @@ Bytes ParamServer::hello(uint64_t peer, const Bytes& payload) {
   const std::string diff =
       first_difference(h.layout, layout_, str("worker ", h.rank), who() + "'s model");
   if (!diff.empty()) {
-    const std::string msg = str(who(), ": worker ", h.rank,
-                                "'s model differs from the server's at ", diff,
-                                "; every worker and server must build the same model");
+    const std::string msg =
+        str(who(), ": worker ", h.rank, "'s model differs from the server's at ", diff,
+            "; every worker and server must build the same model");
     log::warn("ps", msg);
     throw InvalidArgument(msg);
   }
@@ -121,11 +121,11 @@ std::optional<Bytes> ParamServer::push(uint64_t peer, uint64_t id, const Bytes& 
                    " pushed ", p.count, " values for keys [", p.range.begin, ", ", p.range.end,
                    "); this server owns keys [", range_.begin, ", ", range_.end, ") (",
                    range_.size(), " values)");
-  COHORT_CHECK_ARG(p.step == step_, who(), ": worker ", rank, " pushed keys [", p.range.begin,
-                   ", ", p.range.end, ") for step ", p.step, ", the server is at step ", step_,
+  COHORT_CHECK_ARG(p.step == step_, who(), ": worker ", rank, " pushed keys [", p.range.begin, ", ",
+                   p.range.end, ") for step ", p.step, ", the server is at step ", step_,
                    " (BSP: every worker pushes every step once)");
-  COHORT_CHECK_ARG(!pushed_.count(rank), who(), ": worker ", rank, " pushed keys [",
-                   p.range.begin, ", ", p.range.end, ") twice in step ", step_);
+  COHORT_CHECK_ARG(!pushed_.count(rank), who(), ": worker ", rank, " pushed keys [", p.range.begin,
+                   ", ", p.range.end, ") twice in step ", step_);
   std::memcpy(scratch_.data(), p.grads, scratch_.size() * sizeof(float));
   for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += scratch_[i];
   pushed_[rank] = {peer, id};

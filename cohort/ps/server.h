@@ -18,11 +18,11 @@
 // Threads: the handlers run on the service loop thread; wait() on the caller's. State is under
 // mu_. The update (an elementwise optimizer over the slice) runs on the loop thread.
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <condition_variable>
 #include <set>
 #include <vector>
 
@@ -87,13 +87,13 @@ class ParamServer {
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  std::map<uint64_t, int> ranks_;   // peer -> worker rank, after its hello
+  std::map<uint64_t, int> ranks_;  // peer -> worker rank, after its hello
   std::set<int> said_bye_;
-  std::vector<float> sum_;          // gradients of step_ so far
-  std::vector<float> scratch_;      // one push, aligned
-  std::map<int, Pending> pushed_;   // rank -> its unanswered push of step_
+  std::vector<float> sum_;         // gradients of step_ so far
+  std::vector<float> scratch_;     // one push, aligned
+  std::map<int, Pending> pushed_;  // rank -> its unanswered push of step_
   int64_t step_ = 0;
-  std::string error_;               // set once: wait() throws it
+  std::string error_;  // set once: wait() throws it
   std::chrono::steady_clock::time_point last_activity_;
 
   std::unique_ptr<comm::service::Server> server_;  // last: stopped first

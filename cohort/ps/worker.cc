@@ -109,8 +109,8 @@ void PsWorker::bye() noexcept {
       clients_[i]->request(q);
       clients_[i]->close();
     } catch (const std::exception& e) {
-      log::warn("ps", "worker ", o_.rank, ": goodbye to parameter server ", i, " failed: ",
-                e.what());
+      log::warn("ps", "worker ", o_.rank, ": goodbye to parameter server ", i,
+                " failed: ", e.what());
     }
   }
 }

@@ -80,9 +80,9 @@ void bsp_equals_one_process(const std::string& optim) {
                        Run{"ps2_accum", 2, 16, " --set train.grad_accum_steps=2"}}) {
     const std::string& name = r.name;
     const int servers = r.servers;
-    CliResult ps = run_cli(job(d, name, r.batch) + optim + r.extra +
-                           " --set parallel.strategy=ps --workers 2 --servers " +
-                           std::to_string(servers));
+    CliResult ps =
+        run_cli(job(d, name, r.batch) + optim + r.extra +
+                " --set parallel.strategy=ps --workers 2 --servers " + std::to_string(servers));
     ASSERT_EQ(ps.status, 0) << ps.output;
     EXPECT_TRUE(contains(ps, "[server " + std::to_string(servers - 1) + "]")) << ps.output;
     EXPECT_TRUE(newest_checkpoint(d / name).string().ends_with("step-0000000020"));
@@ -112,8 +112,8 @@ TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJob) {
   EXPECT_TRUE(contains(r, "[server 1] role=server index=1 servers=2 workers=2 rank=\n"))
       << r.output;
   EXPECT_TRUE(contains(r, "[rank 1] role= index= servers=2 workers= rank=1")) << r.output;
-  CliResult failed = run_cli(
-      "run -n 1 --servers 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && exit 3; sleep 30'");
+  CliResult failed =
+      run_cli("run -n 1 --servers 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && exit 3; sleep 30'");
   EXPECT_EQ(failed.status, 3) << failed.output;
   EXPECT_TRUE(contains(failed, "server 0 exited with")) << failed.output;
 }

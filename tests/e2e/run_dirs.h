@@ -22,8 +22,8 @@ struct RemoveAtExit {
 // suite apart), removed at exit.
 inline std::filesystem::path fresh_dir(const std::string& prefix, const std::string& name) {
   static RemoveAtExit made;
-  std::filesystem::path d = std::filesystem::temp_directory_path() /
-                            (prefix + name + "_" + std::to_string(getpid()));
+  std::filesystem::path d =
+      std::filesystem::temp_directory_path() / (prefix + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   made.dirs.push_back(d);

@@ -16,7 +16,7 @@ TEST(PsPartition, RangesAreContiguousBalancedAndCoverEveryKey) {
       EXPECT_EQ(r.back().end, total);
       for (int i = 0; i < s; ++i) {
         if (i > 0) EXPECT_EQ(r[i].begin, r[i - 1].end);
-        EXPECT_GE(r[i].size(), total / s);      // within one key (4 bytes) of the even share
+        EXPECT_GE(r[i].size(), total / s);  // within one key (4 bytes) of the even share
         EXPECT_LE(r[i].size(), total / s + 1);
       }
     }

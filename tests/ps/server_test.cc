@@ -108,13 +108,14 @@ TEST(PsServer, AWorkerWithAnotherModelIsRefusedNamingTheParameterAndTheRank) {
 TEST(PsServer, APushOfTheWrongSizeOrStepIsRefusedNamingTheWorkerAndTheRange) {
   Job job(2, 1);
   PsWorker w(job.worker(0, 1), layout_of(model()));  // hello on both servers
-  comm::service::Client raw({.port = uint16_t(std::stoi(
-                                 job.servers[0]->address().substr(10))),  // "127.0.0.1:"
-                             .secret = job.secret});
+  comm::service::Client raw(
+      {.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))),  // "127.0.0.1:"
+       .secret = job.secret});
   // Not said hello on this connection: refused.
   std::vector<float> g(7, 0.0f);
-  EXPECT_NE(message_of([&] { raw.request(encode_push(0, 0, {0, 3}, g.data())); })
-                .find("has not said hello"),
+  EXPECT_NE(message_of([&] {
+              raw.request(encode_push(0, 0, {0, 3}, g.data()));
+            }).find("has not said hello"),
             std::string::npos);
   raw.request(encode_hello({0, 1, 0, layout_of(model())}));
   std::string m = message_of([&] { raw.request(encode_push(0, 0, {0, 2}, g.data())); });
@@ -175,8 +176,8 @@ TEST(PsServer, AGarbageClientIsRefusedWhileTheWorkersGoOn) {
 TEST(PsServer, AWorkerThatLeavesWithoutGoodbyeIsNamed) {
   Job job(1, 2);
   {
-    comm::service::Client c({.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))),
-                             .secret = job.secret});
+    comm::service::Client c(
+        {.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))), .secret = job.secret});
     c.request(encode_hello({1, 2, 0, layout_of(model())}));
   }  // closed without bye
   std::string m = message_of([&] { job.servers[0]->wait(5s); });

@@ -1,5 +1,6 @@
 // `cohort run -n N [--nnodes M --node-rank I --master ADDR:PORT] [--max-restarts K] [--no-tag]
-//  [--servers S] -- PROGRAM ARGS...`: the torchrun of cohort (cohort/launch/launcher.h does the work).
+//  [--servers S] -- PROGRAM ARGS...`: the torchrun of cohort (cohort/launch/launcher.h does the
+//  work).
 // Everything from PROGRAM on is the worker's command line, options included.
 #include <cstdio>
 #include <memory>

@@ -48,7 +48,8 @@ int launch_workers(const TrainArgs& a) {
                    ps ? "cohort train: parallel.strategy = 'ps' needs parameter servers: add "
                         "--servers S"
                       : "cohort train: --servers needs parallel.strategy = 'ps' (the config has "
-                        "'" + cfg.get_string("parallel.strategy") + "')");
+                        "'" +
+                            cfg.get_string("parallel.strategy") + "')");
   launch::LaunchOptions o;
   o.command = {launch::self_executable(), "train", a.config};
   for (const std::string& s : a.sets) o.command.insert(o.command.end(), {"--set", s});

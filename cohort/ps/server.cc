@@ -21,8 +21,7 @@ ParamServer::ParamServer(ServerOptions options) : o_(std::move(options)) {
   gather_values(o_.params, layout_, range_, shard_.data<float>());
   shard_.set_requires_grad(true);
   opt_ = o_.make_optimizer({{"shard", shard_}});
-  sum_.assign(size_t(range_.size()), 0.0f);
-  scratch_.resize(size_t(range_.size()));
+  grads_.resize(size_t(o_.num_workers));
   last_activity_ = std::chrono::steady_clock::now();
   comm::service::Handlers h;
   h.on_request = [this](const comm::service::Peer& p, uint64_t id, Bytes q) {
@@ -126,29 +125,31 @@ std::optional<Bytes> ParamServer::push(uint64_t peer, uint64_t id, const Bytes& 
                    " (BSP: every worker pushes every step once)");
   COHORT_CHECK_ARG(!pushed_.count(rank), who(), ": worker ", rank, " pushed keys [", p.range.begin,
                    ", ", p.range.end, ") twice in step ", step_);
-  std::memcpy(scratch_.data(), p.grads, scratch_.size() * sizeof(float));
-  for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += scratch_[i];
+  std::vector<float>& g = grads_[size_t(rank)];
+  g.resize(size_t(range_.size()));
+  std::memcpy(g.data(), p.grads, g.size() * sizeof(float));
   pushed_[rank] = {peer, id};
   if (int(pushed_.size()) == o_.num_workers) apply_update();
   return std::nullopt;
 }
 
-// Sums in rank order would need the pushes held back; the sum above is in arrival order,
-// which makes results depend on timing by rounding only with 3+ workers (a + b == b + a).
 void ParamServer::apply_update() {
   const float scale = 1.0f / float(o_.num_workers);
   Tensor grad = empty({range_.size()});
   float* g = grad.data<float>();
-  for (size_t i = 0; i < sum_.size(); ++i) g[i] = sum_[i] * scale;
+  std::copy(grads_[0].begin(), grads_[0].end(), g);
+  for (size_t r = 1; r < grads_.size(); ++r) {
+    const float* x = grads_[r].data();
+    for (int64_t i = 0; i < range_.size(); ++i) g[i] += x[i];
+  }
+  for (int64_t i = 0; i < range_.size(); ++i) g[i] *= scale;
   shard_.set_grad(grad);
   schedule_->apply(*opt_, step_);
   opt_->step();
-  std::fill(sum_.begin(), sum_.end(), 0.0f);
   ++step_;
-  for (const auto& [rank, pending] : pushed_) {
-    server_->respond(pending.peer, pending.request_id,
-                     floats_to_bytes(shard_.data<float>(), range_.size()));
-  }
+  const Bytes values = floats_to_bytes(shard_.data<float>(), range_.size());
+  for (const auto& [rank, pending] : pushed_)
+    server_->respond(pending.peer, pending.request_id, values);
   pushed_.clear();
 }
 

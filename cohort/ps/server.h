@@ -8,9 +8,10 @@
 //      naming the first differing parameter and the worker's rank), and its job size too;
 //   2. a worker pulls the current values (the initial ones: workers start from the servers);
 //   3. step t: each worker pushes its gradient of the range for step t; the server keeps the
-//      request unanswered until all N pushes of step t arrived, then sets the average as the
-//      gradient of its slice, applies the LR schedule at step t and the optimizer, and answers
-//      every pending push with the new values. A push of the wrong range or size, for another
+//      request unanswered until all N pushes of step t arrived, then sets their average (summed
+//      in rank order: the same whatever the arrival order) as the gradient of its slice,
+//      applies the LR schedule at step t and the optimizer, and answers every pending push
+//      with the new values. A push of the wrong range or size, for another
 //      step, or twice in a step is refused naming the worker and the range.
 //   4. each worker says bye; wait() returns once all N did.
 // A worker that leaves without bye makes wait() throw naming it.
@@ -89,8 +90,9 @@ class ParamServer {
   std::condition_variable cv_;
   std::map<uint64_t, int> ranks_;  // peer -> worker rank, after its hello
   std::set<int> said_bye_;
-  std::vector<float> sum_;         // gradients of step_ so far
-  std::vector<float> scratch_;     // one push, aligned
+  // rank -> its gradient of step_, kept until all arrived so that they are summed in rank
+  // order: the result does not depend on arrival order (determinism, DESIGN.md).
+  std::vector<std::vector<float>> grads_;
   std::map<int, Pending> pushed_;  // rank -> its unanswered push of step_
   int64_t step_ = 0;
   std::string error_;  // set once: wait() throws it

@@ -1,6 +1,7 @@
 #include "cohort/ps/ps_strategy.h"
 
 #include <chrono>
+#include <exception>
 
 #include "cohort/core/logging.h"
 
@@ -88,7 +89,14 @@ void PsStrategy::step() {
 }
 
 void PsStrategy::shutdown() noexcept {
-  if (worker_) worker_->bye();
+  if (!worker_) return;
+  // Called from the trainer's destructor: while an exception unwinds, this worker is failing,
+  // and the servers should say so rather than count it as finished.
+  if (std::uncaught_exceptions() > 0) {
+    worker_->abandon();
+  } else {
+    worker_->bye();
+  }
 }
 
 parallel::StrategyRegistration ps_strategy_registration() {

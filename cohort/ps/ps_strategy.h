@@ -8,6 +8,8 @@
 // (partition.h), PsWorker::push_pull (one request per server, all in flight at once), copy the
 // values back into the parameters. At construction: connect, hello (the model check), pull, so
 // that every worker starts from the servers' values. The local optimizer only clears grads.
+// shutdown() says goodbye to the servers, unless an exception is unwinding (a failing worker:
+// the servers then name it as having left without goodbye).
 #include <memory>
 #include <vector>
 

@@ -100,6 +100,11 @@ TransferStats PsWorker::push_pull(int64_t step, const float* grads, float* value
   return s;
 }
 
+void PsWorker::abandon() noexcept {
+  said_bye_ = true;  // nothing more to say
+  for (auto& c : clients_) c->close();
+}
+
 void PsWorker::bye() noexcept {
   if (said_bye_) return;
   said_bye_ = true;

@@ -50,6 +50,9 @@ class PsWorker {
   TransferStats push_pull(int64_t step, const float* grads, float* values);
   // Tells every server this worker is done; errors are logged, not thrown.
   void bye() noexcept;
+  // Closes the connections without goodbye (the worker is failing): the servers then name it
+  // as a worker that left without saying goodbye.
+  void abandon() noexcept;
 
   const std::vector<KeyRange>& ranges() const { return ranges_; }
 

@@ -175,11 +175,8 @@ TEST(PsServer, AGarbageClientIsRefusedWhileTheWorkersGoOn) {
 
 TEST(PsServer, AWorkerThatLeavesWithoutGoodbyeIsNamed) {
   Job job(1, 2);
-  {
-    comm::service::Client c(
-        {.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))), .secret = job.secret});
-    c.request(encode_hello({1, 2, 0, layout_of(model())}));
-  }  // closed without bye
+  PsWorker w(job.worker(1, 2), layout_of(model()));
+  w.abandon();  // what a failing worker's strategy does while its exception unwinds
   std::string m = message_of([&] { job.servers[0]->wait(5s); });
   EXPECT_NE(m.find("parameter server 0: worker 1"), std::string::npos) << m;
   EXPECT_NE(m.find("left without saying goodbye"), std::string::npos) << m;

@@ -116,6 +116,10 @@ TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJob) {
       run_cli("run -n 1 --servers 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && exit 3; sleep 30'");
   EXPECT_EQ(failed.status, 3) << failed.output;
   EXPECT_TRUE(contains(failed, "server 0 exited with")) << failed.output;
+  CliResult nodes = run_cli("run -n 1 --servers 1 --nnodes 2 --master 127.0.0.1:1 -- true");
+  EXPECT_NE(nodes.status, 0) << nodes.output;
+  EXPECT_TRUE(contains(nodes, "multi-node parameter servers and server restarts come later"))
+      << nodes.output;
 }
 
 TEST(PsTrain, WhatThisVersionDoesNotSupportIsRefusedClearly) {

@@ -30,12 +30,10 @@ constexpr milliseconds kStopPeriod{10};
 // signal before stopping the rest (see watch()).
 constexpr milliseconds kRootCauseWindow{500};
 
+// A worker, or a parameter server: those follow the workers, with rank world + index.
 struct Attempt::Worker {
-  Worker(int rank, int local_rank, bool tag)
-      : rank(rank),
-        local_rank(local_rank),
-        out(1, tag ? cohort::detail::str("[rank ", rank, "] ") : "", &tail),
-        err(2, tag ? cohort::detail::str("[rank ", rank, "] ") : "", &tail) {}
+  Worker(int rank, int local_rank, const std::string& prefix)
+      : rank(rank), local_rank(local_rank), out(1, prefix, &tail), err(2, prefix, &tail) {}
   int rank;
   int local_rank;
   ChildProcess proc;
@@ -74,8 +72,13 @@ AttemptOutcome Attempt::run() {
                  options_.nproc_per_node, options_.node_rank, options_.nnodes, world,
                  plan_.store_host.c_str(), unsigned{port_});
   } else {
-    std::fprintf(stderr, "cohort run: %d worker%s, store %s:%u\n", world, world == 1 ? "" : "s",
-                 plan_.store_host.c_str(), unsigned{port_});
+    const std::string servers =
+        options_.num_servers > 0
+            ? cohort::detail::str(" and ", options_.num_servers, " parameter server",
+                                  options_.num_servers == 1 ? "" : "s")
+            : "";
+    std::fprintf(stderr, "cohort run: %d worker%s%s, store %s:%u\n", world, world == 1 ? "" : "s",
+                 servers.c_str(), plan_.store_host.c_str(), unsigned{port_});
   }
   std::fflush(stderr);
   spawn_all();
@@ -85,35 +88,68 @@ AttemptOutcome Attempt::run() {
   return outcome_;
 }
 
-std::vector<std::string> Attempt::worker_env(int local_rank) const {
-  rendezvous::EnvMap env = plan_.base_env;
-  auto set = [&env](const char* k, const auto& v) { env[k] = cohort::detail::str(v); };
-  set("COHORT_RANK", options_.node_rank * options_.nproc_per_node + local_rank);
-  set("COHORT_WORLD_SIZE", options_.nnodes * options_.nproc_per_node);
-  set("COHORT_LOCAL_RANK", local_rank);
-  set("COHORT_LOCAL_WORLD_SIZE", options_.nproc_per_node);
-  set("COHORT_NODE_RANK", options_.node_rank);
-  set("COHORT_MASTER_ADDR", plan_.store_host);
-  set("COHORT_MASTER_PORT", port_);
-  set("COHORT_JOB_SECRET", plan_.secret.to_hex());
-  set("COHORT_STORE_EXTERNAL", 1);
-  set("COHORT_RESTART_COUNT", restart_);
-  add_torch_env(env, options_, plan_, local_rank, restart_, torch_port_);
+namespace {
+
+std::vector<std::string> env_list(const rendezvous::EnvMap& env) {
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
   return out;
 }
 
+}  // namespace
+
+// What every process of the attempt gets: the store and the secret.
+rendezvous::EnvMap Attempt::job_env() const {
+  rendezvous::EnvMap env = plan_.base_env;
+  auto set = [&env](const char* k, const auto& v) { env[k] = cohort::detail::str(v); };
+  set("COHORT_MASTER_ADDR", plan_.store_host);
+  set("COHORT_MASTER_PORT", port_);
+  set("COHORT_JOB_SECRET", plan_.secret.to_hex());
+  set("COHORT_STORE_EXTERNAL", 1);
+  set("COHORT_RESTART_COUNT", restart_);
+  if (options_.num_servers > 0) set("COHORT_NUM_SERVERS", options_.num_servers);
+  return env;
+}
+
+std::vector<std::string> Attempt::server_env(int index) const {
+  rendezvous::EnvMap env = job_env();
+  auto set = [&env](const char* k, const auto& v) { env[k] = cohort::detail::str(v); };
+  set("COHORT_ROLE", "server");
+  set("COHORT_SERVER_INDEX", index);
+  set("COHORT_NUM_WORKERS", options_.nnodes * options_.nproc_per_node);
+  return env_list(env);
+}
+
+std::vector<std::string> Attempt::worker_env(int local_rank) const {
+  rendezvous::EnvMap env = job_env();
+  auto set = [&env](const char* k, const auto& v) { env[k] = cohort::detail::str(v); };
+  set("COHORT_RANK", options_.node_rank * options_.nproc_per_node + local_rank);
+  set("COHORT_WORLD_SIZE", options_.nnodes * options_.nproc_per_node);
+  set("COHORT_LOCAL_RANK", local_rank);
+  set("COHORT_LOCAL_WORLD_SIZE", options_.nproc_per_node);
+  set("COHORT_NODE_RANK", options_.node_rank);
+  add_torch_env(env, options_, plan_, local_rank, restart_, torch_port_);
+  return env_list(env);
+}
+
 void Attempt::spawn_all() {
   std::vector<int> cpus = worker_cpus(options_.bind, options_.nproc_per_node, usable_cpus());
   for (int local = 0; local < options_.nproc_per_node; ++local) {
     const int rank = options_.node_rank * options_.nproc_per_node + local;
-    workers_.push_back(std::make_unique<Worker>(rank, local, options_.tag_output));
+    const std::string tag = cohort::detail::str("[rank ", rank, "] ");
+    workers_.push_back(std::make_unique<Worker>(rank, local, options_.tag_output ? tag : ""));
     Worker& w = *workers_.back();
     int cpu = cpus.empty() ? -1 : cpus[size_t(local)];
     w.proc = spawn_child(SpawnSpec{options_.command, worker_env(local), cpu});
     w.running = true;
+  }
+  const int world = options_.nnodes * options_.nproc_per_node;
+  for (int i = 0; i < options_.num_servers; ++i) {  // not pinned: they mostly wait
+    const std::string tag = cohort::detail::str("[server ", i, "] ");
+    workers_.push_back(std::make_unique<Worker>(world + i, -1, options_.tag_output ? tag : ""));
+    workers_.back()->proc = spawn_child(SpawnSpec{options_.command, server_env(i), -1});
+    workers_.back()->running = true;
   }
 }
 

@@ -26,7 +26,7 @@ struct JobPlan {
 };
 
 struct AttemptOutcome {
-  int failed_rank = -1;  // global rank of the first failure, -1 if none
+  int failed_rank = -1;  // global rank of the first failure (world + i: server i), -1 if none
   int status = 0;        // its waitpid status
   int signal = 0;        // SIGINT/SIGTERM received by the launcher, 0 if none
   std::string tail;      // last lines of the failed rank, indented
@@ -50,7 +50,9 @@ class Attempt {
   using Clock = std::chrono::steady_clock;
 
   void spawn_all();
+  rendezvous::EnvMap job_env() const;
   std::vector<std::string> worker_env(int local_rank) const;
+  std::vector<std::string> server_env(int index) const;
   void watch();
   void stop(int sig);
   // kUntilEscalated: also return early when a second signal asked to stop waiting.

@@ -62,6 +62,12 @@ void validate(const LaunchOptions& o) {
   COHORT_CHECK_ARG(o.max_restarts == 0 || o.nnodes == 1, "cohort run: --max-restarts ",
                    o.max_restarts, " is supported only on a single node for now (--nnodes ",
                    o.nnodes, "): restarting would need every node to restart together");
+  COHORT_CHECK_ARG(o.num_servers >= 0, "cohort run: --servers must be >= 0, got ", o.num_servers);
+  COHORT_CHECK_ARG(o.num_servers == 0 || (o.nnodes == 1 && o.max_restarts == 0),
+                   "cohort run: --servers is supported on a single node without --max-restarts "
+                   "for now (got --nnodes ",
+                   o.nnodes, ", --max-restarts ", o.max_restarts,
+                   "): multi-node parameter servers and server restarts come later");
   COHORT_CHECK_ARG(o.stop_grace.count() >= 0, "cohort run: stop_grace must be >= 0 ms, got ",
                    o.stop_grace.count());
   COHORT_CHECK_ARG(o.nnodes == 1 || !o.master.empty(), "cohort run: --nnodes ", o.nnodes,
@@ -110,10 +116,9 @@ std::unique_ptr<rendezvous::TcpStoreServer> start_store(const JobPlan& plan) {
       .host = plan.store_host, .port = plan.store_port, .secret = plan.secret});
 }
 
-std::string failure_summary(int rank, int status) {
-  return WIFSIGNALED(status)
-             ? str("rank ", rank, " was killed by ", detail::describe_status(status))
-             : str("rank ", rank, " exited with ", detail::describe_status(status));
+std::string failure_summary(const std::string& who, int status) {
+  return WIFSIGNALED(status) ? str(who, " was killed by ", detail::describe_status(status))
+                             : str(who, " exited with ", detail::describe_status(status));
 }
 
 }  // namespace
@@ -156,7 +161,11 @@ LaunchResult run(const LaunchOptions& options) {
           str("all ", options.nproc_per_node, " workers exited successfully", unreaped);
       return result;
     }
-    const std::string why = failure_summary(out.failed_rank, out.status);
+    const int world = options.nnodes * options.nproc_per_node;
+    const bool server = out.failed_rank >= world;  // servers follow the workers (attempt.h)
+    const std::string who =
+        server ? str("server ", out.failed_rank - world) : str("rank ", out.failed_rank);
+    const std::string why = failure_summary(who, out.status);
     if (restart < options.max_restarts) {
       std::fprintf(stderr,
                    "cohort run: rank %d failed (%s); restarting all workers (restart %d "
@@ -167,12 +176,15 @@ LaunchResult run(const LaunchOptions& options) {
       continue;
     }
     result.exit_code = detail::exit_code_of(out.status);
-    result.failed_rank = out.failed_rank;
+    if (server) {
+      result.failed_server = out.failed_rank - world;
+    } else {
+      result.failed_rank = out.failed_rank;
+    }
     const std::string restarts = options.max_restarts > 0 ? str(" (restarts used: ", restart,
                                                                 " of ", options.max_restarts, ")")
                                                           : std::string();
-    result.message =
-        str(why, restarts, "; last lines of rank ", out.failed_rank, ":\n", out.tail, unreaped);
+    result.message = str(why, restarts, "; last lines of ", who, ":\n", out.tail, unreaped);
     return result;
   }
 }

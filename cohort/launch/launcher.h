@@ -56,13 +56,20 @@ struct LaunchOptions {
   bool tag_output = true;   // prefix each output line with "[rank R] "
   Bind bind = Bind::kAuto;  // pin local workers to cores (binding.h)
   std::vector<std::pair<std::string, std::string>> extra_env;  // added to every worker
+  // Parameter servers started beside the workers (single node, no restarts, for now). Server i
+  // gets COHORT_ROLE=server, COHORT_SERVER_INDEX=i, COHORT_NUM_SERVERS, COHORT_NUM_WORKERS and
+  // the store address and job secret, but no rank: workers keep ranks 0..N-1 and a world of N
+  // (and get COHORT_NUM_SERVERS). Its output is tagged "[server i] "; its failure stops the
+  // job like a worker's. Servers exit by themselves once the workers are done.
+  int num_servers = 0;
 };
 
 struct LaunchResult {
-  int exit_code = 0;     // 0 on success; else the failed worker's code (128+signal if killed)
-  int failed_rank = -1;  // global rank of the first worker that failed, -1 if none
-  int restarts = 0;      // restarts used
-  std::string message;   // human summary, e.g. "rank 1 was killed by signal 9 (SIGKILL); ..."
+  int exit_code = 0;       // 0 on success; else the failed worker's code (128+signal if killed)
+  int failed_rank = -1;    // global rank of the first worker that failed, -1 if none
+  int failed_server = -1;  // or the index of the first server that failed
+  int restarts = 0;        // restarts used
+  std::string message;     // human summary, e.g. "rank 1 was killed by signal 9 (SIGKILL); ..."
 };
 
 // Blocks until every worker has exited. Throws InvalidArgument for bad options (and for a

@@ -28,6 +28,8 @@
 #include "cohort/core/config.h"
 #include "cohort/nn/module.h"
 #include "cohort/optim/optimizer.h"
+#include "cohort/rendezvous/bootstrap.h"
+#include "cohort/rendezvous/store.h"
 
 namespace cohort::parallel {
 
@@ -37,6 +39,12 @@ struct StrategyContext {
   optim::Optimizer& optimizer;
   std::shared_ptr<comm::ProcessGroup> group;
   const Config& config;  // the strategy reads its own keys (declared with its registration)
+  // For strategies that reach services outside the group (parameter servers): the job's
+  // rendezvous store (null for a job started by hand), the launcher's environment (roles,
+  // the job secret), and the run's length in optimizer steps (0: unknown).
+  std::shared_ptr<rendezvous::Store> store = nullptr;
+  const rendezvous::EnvMap* env = nullptr;
+  int64_t total_steps = 0;
 };
 
 // Communication of the last step, for the step metrics (train/step_metrics.h).

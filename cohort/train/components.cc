@@ -88,20 +88,24 @@ std::shared_ptr<nn::Module> make_model(const Config& cfg) {
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& cfg, nn::Module& model) {
+  return make_optimizer(cfg, model.named_parameters());
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& cfg, optim::NamedParams params) {
   if (cfg.get_string("optim.name") == "sgd") {
     optim::SgdOptions o;
     o.lr = cfg.get_float("optim.lr");
     o.momentum = cfg.get_float("optim.momentum");
     o.nesterov = cfg.get_bool("optim.nesterov");
     o.weight_decay = cfg.get_float("optim.weight_decay");
-    return std::make_unique<optim::SGD>(model.named_parameters(), o);
+    return std::make_unique<optim::SGD>(std::move(params), o);
   }
   optim::AdamWOptions o;
   o.lr = cfg.get_float("optim.lr");
   o.betas = {cfg.get_float("optim.beta1"), cfg.get_float("optim.beta2")};
   o.eps = cfg.get_float("optim.eps");
   o.weight_decay = cfg.get_float("optim.weight_decay");
-  return std::make_unique<optim::AdamW>(model.named_parameters(), o);
+  return std::make_unique<optim::AdamW>(std::move(params), o);
 }
 
 std::unique_ptr<optim::LrSchedule> make_schedule(const Config& cfg, int64_t total_steps) {

@@ -23,6 +23,8 @@ void check_combination(const Config& cfg);
 DataSplits make_data(const Config& cfg);
 std::shared_ptr<nn::Module> make_model(const Config& cfg);
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& cfg, nn::Module& model);
+// The same optimizer over any named tensors (a parameter server's slice of the model).
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& cfg, optim::NamedParams params);
 std::unique_ptr<optim::LrSchedule> make_schedule(const Config& cfg, int64_t total_steps);
 
 }  // namespace cohort::train

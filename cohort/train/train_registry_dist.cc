@@ -1,7 +1,10 @@
 // Declarations of the distributed-training keys of `cohort train` (parallel and the sections
 // of the registered strategies, comm, ckpt, fault):
 // part of the registry behind docs/config.md.
+#include <mutex>
+
 #include "cohort/parallel/strategy_registry.h"
+#include "cohort/ps/ps_strategy.h"
 #include "cohort/train/train_config.h"
 
 namespace cohort::train {
@@ -91,6 +94,10 @@ void add_fault_keys(ConfigRegistry& r) {
 
 // parallel.strategy, then each registered strategy's own section ([ddp], ...).
 void add_strategy_keys(ConfigRegistry& r) {
+  // ps/ sits beside parallel/, above it: its strategy is registered here, once.
+  static std::once_flag ps_registered;
+  std::call_once(ps_registered,
+                 [] { parallel::register_strategy(ps::ps_strategy_registration()); });
   std::string names;
   for (const std::string& n : parallel::strategy_names())
     names += (names.empty() ? "`" : ", `") + n + "`";

@@ -69,8 +69,11 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   if (s_->data.is_text && max_steps > 0) s_->total_steps = max_steps;
   s_->schedule = make_schedule(cfg, s_->total_steps);
   // Collective for distributed strategies (DDP broadcasts rank 0's parameters).
-  s_->strategy = parallel::make_strategy(cfg.get_string("parallel.strategy"),
-                                         {*s_->model, *s_->opt, s_->world->group, cfg});
+  std::shared_ptr<rendezvous::Store> store =
+      s_->world->joined ? s_->world->joined->store.store : nullptr;
+  s_->strategy = parallel::make_strategy(
+      cfg.get_string("parallel.strategy"),
+      {*s_->model, *s_->opt, s_->world->group, cfg, store, &env, s_->total_steps});
 }
 
 Trainer::~Trainer() {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/e2e/run_cli.h"
+#include "tests/e2e/run_dirs.h"
 #include "tests/support/files.h"
 
 namespace fs = std::filesystem;
@@ -35,35 +36,10 @@ std::string job(const fs::path& dir, const std::string& name) {
          dir.string() + " --set run.name=" + name;
 }
 
-// Removes the run directories this process made when the test binary exits.
-struct RemoveAtExit {
-  std::vector<fs::path> dirs;
-  ~RemoveAtExit() {
-    std::error_code ec;
-    for (const fs::path& d : dirs) fs::remove_all(d, ec);
-  }
-};
-RemoveAtExit g_run_dirs;
-
 fs::path fresh_dir(const std::string& name) {
-  // The pid keeps two concurrent runs of this suite apart.
-  fs::path d =
-      fs::temp_directory_path() / ("cohort_ddp_e2e_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  g_run_dirs.dirs.push_back(d);
-  return d;
+  return cohort::testing::fresh_dir("cohort_ddp_e2e_", name);
 }
-
-// The newest complete checkpoint directory of a run.
-fs::path newest_checkpoint(const fs::path& run) {
-  fs::path best;
-  for (auto& e : fs::directory_iterator(run / "checkpoints")) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && (best.empty() || n > best.filename().string())) best = e.path();
-  }
-  return best;
-}
+using cohort::testing::newest_checkpoint;
 
 // step -> loss of the metrics file; a resumed run appends, so the last record of a step wins.
 std::map<int64_t, double> step_losses(const fs::path& metrics) {

@@ -1,5 +1,6 @@
 // `cohort run -n N [--nnodes M --node-rank I --master ADDR:PORT] [--max-restarts K] [--no-tag]
-//  -- PROGRAM ARGS...`: the torchrun of cohort (cohort/launch/launcher.h does the work).
+//  [--servers S] -- PROGRAM ARGS...`: the torchrun of cohort (cohort/launch/launcher.h does the
+//  work).
 // Everything from PROGRAM on is the worker's command line, options included.
 #include <cstdio>
 #include <memory>
@@ -44,6 +45,10 @@ void add_run_command(CLI::App& app, Handlers& h) {
   cmd->add_option("--max-restarts", o->launch.max_restarts,
                   "Restart all workers after a failure, up to K times (single node)")
       ->capture_default_str();
+  cmd->add_option("--servers", o->launch.num_servers,
+                  "Also start S parameter servers of the same program (COHORT_ROLE=server; "
+                  "single node, no restarts; see docs/ps.md)")
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--stop-grace", o->stop_grace_s,
                   "Seconds between SIGTERM and SIGKILL when stopping workers")
       ->capture_default_str();

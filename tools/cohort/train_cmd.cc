@@ -1,10 +1,13 @@
-// `cohort train CONFIG.toml [--set key=value]... [--workers N] [--resume auto|DIR]
+// `cohort train CONFIG.toml [--set key=value]... [--workers N [--servers S]] [--resume auto|DIR]
 // [--max-restarts K]`: trains on this process, or launches N data-parallel workers of itself
-// (through the same launcher as `cohort run`).
+// (through the same launcher as `cohort run`), plus S parameter servers for
+// parallel.strategy = "ps". A process the launcher started as a server (COHORT_ROLE=server)
+// serves instead of training.
 #include <cstdio>
 #include <memory>
 
 #include "cohort/launch/launcher.h"
+#include "cohort/train/ps_server_role.h"
 #include "cohort/train/train_config.h"
 #include "cohort/train/trainer.h"
 #include "tools/cohort/commands.h"
@@ -16,6 +19,7 @@ struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
   int workers = 0;  // 0: train in this process
+  int servers = 0;  // parameter servers beside the workers
   std::string resume;
   int max_restarts = 0;
   std::string bind = "auto";
@@ -25,6 +29,11 @@ int train_here(const TrainArgs& a) {
   std::vector<std::string> sets = a.sets;
   if (!a.resume.empty()) sets.push_back("run.resume=" + a.resume);
   Config cfg = train::load_config(a.config, sets, train::environment_snapshot());
+  const rendezvous::EnvMap env = rendezvous::snapshot_environment();
+  if (train::is_server_role(env)) {
+    train::run_parameter_server(cfg, env);
+    return 0;
+  }
   train::Trainer trainer(cfg);
   trainer.run();
   return 0;
@@ -33,12 +42,20 @@ int train_here(const TrainArgs& a) {
 // The launcher re-runs this executable as `cohort train CONFIG --set ...` in each worker.
 int launch_workers(const TrainArgs& a) {
   // Fail on a bad config here, once, rather than in every worker.
-  train::load_config(a.config, a.sets, train::environment_snapshot());
+  Config cfg = train::load_config(a.config, a.sets, train::environment_snapshot());
+  const bool ps = cfg.get_string("parallel.strategy") == "ps";
+  COHORT_CHECK_ARG(ps == (a.servers > 0),
+                   ps ? "cohort train: parallel.strategy = 'ps' needs parameter servers: add "
+                        "--servers S"
+                      : "cohort train: --servers needs parallel.strategy = 'ps' (the config has "
+                        "'" +
+                            cfg.get_string("parallel.strategy") + "')");
   launch::LaunchOptions o;
   o.command = {launch::self_executable(), "train", a.config};
   for (const std::string& s : a.sets) o.command.insert(o.command.end(), {"--set", s});
   if (!a.resume.empty()) o.command.insert(o.command.end(), {"--resume", a.resume});
   o.nproc_per_node = a.workers;
+  o.num_servers = a.servers;
   o.max_restarts = a.max_restarts;
   o.bind = launch::parse_bind(a.bind);
   launch::LaunchResult r = launch::run(o);
@@ -58,6 +75,10 @@ void add_train_command(CLI::App& app, Handlers& h) {
                   "--nproc-per-node N)")
       ->check(CLI::Range(1, 1024))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // scripts/main-job.sh --workers 4
+  cmd->add_option("--servers", a->servers,
+                  "With --workers and parallel.strategy = \"ps\": also start S parameter "
+                  "servers on this machine (docs/ps.md)")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--resume", a->resume,
                   "`auto`: continue from the newest checkpoint that verifies; or a checkpoint "
                   "directory (sets run.resume)");
@@ -72,6 +93,7 @@ void add_train_command(CLI::App& app, Handlers& h) {
   cmd->callback([&h, a] {
     h.run = [a] {
       if (a->workers > 0) return launch_workers(*a);
+      COHORT_CHECK_ARG(a->servers == 0, "cohort train: --servers needs --workers N");
       COHORT_CHECK_ARG(a->max_restarts == 0,
                        "cohort train: --max-restarts needs --workers N (restarts are done by "
                        "the launcher)");

@@ -1,0 +1,146 @@
+#include "cohort/ps/protocol.h"
+
+#include <cstring>
+
+#include "cohort/core/error.h"
+
+namespace cohort::ps {
+namespace {
+
+template <typename T>
+void put(Bytes& b, T v) {
+  const size_t at = b.size();
+  b.resize(at + sizeof(T));
+  std::memcpy(b.data() + at, &v, sizeof(T));
+}
+
+class Reader {
+ public:
+  explicit Reader(const Bytes& b) : b_(b) {}
+  template <typename T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, b_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  std::string get_string() {
+    const uint32_t n = get<uint32_t>();
+    need(n);
+    std::string s(reinterpret_cast<const char*>(b_.data() + at_), n);
+    at_ += n;
+    return s;
+  }
+  const uint8_t* rest(size_t* n) const {
+    *n = b_.size() - at_;
+    return b_.data() + at_;
+  }
+
+ private:
+  void need(size_t n) const {
+    COHORT_CHECK_ARG(b_.size() - at_ >= n, "parameter server: truncated message (", b_.size(),
+                     " bytes)");
+  }
+  const Bytes& b_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+Bytes encode_hello(const Hello& h) {
+  Bytes b;
+  put(b, MsgKind::kHello);
+  put(b, h.rank);
+  put(b, h.num_workers);
+  put(b, h.total_steps);
+  put(b, uint32_t(h.layout.params.size()));
+  for (const ParamSlot& p : h.layout.params) {
+    put(b, uint32_t(p.name.size()));
+    b.insert(b.end(), p.name.begin(), p.name.end());
+    put(b, p.numel);
+  }
+  return b;
+}
+
+Bytes encode_simple(MsgKind kind, int32_t rank) {
+  Bytes b;
+  put(b, kind);
+  put(b, rank);
+  return b;
+}
+
+Bytes encode_push(int32_t rank, int64_t step, KeyRange range, const float* grads) {
+  Bytes b;
+  b.reserve(1 + 4 + 3 * 8 + size_t(range.size()) * sizeof(float));
+  put(b, MsgKind::kPush);
+  put(b, rank);
+  put(b, step);
+  put(b, range.begin);
+  put(b, range.end);
+  const auto* p = reinterpret_cast<const uint8_t*>(grads);
+  b.insert(b.end(), p, p + size_t(range.size()) * sizeof(float));
+  return b;
+}
+
+MsgKind peek_kind(const Bytes& b) {
+  COHORT_CHECK_ARG(!b.empty() && b[0] >= 1 && b[0] <= 4, "parameter server: unknown message kind ",
+                   b.empty() ? -1 : int(b[0]));
+  return MsgKind(b[0]);
+}
+
+int32_t peek_rank(const Bytes& b) {
+  Reader r(b);
+  r.get<MsgKind>();
+  return r.get<int32_t>();
+}
+
+Hello decode_hello(const Bytes& b) {
+  Reader r(b);
+  r.get<MsgKind>();
+  Hello h;
+  h.rank = r.get<int32_t>();
+  h.num_workers = r.get<int32_t>();
+  h.total_steps = r.get<int64_t>();
+  const uint32_t n = r.get<uint32_t>();
+  for (uint32_t i = 0; i < n; ++i) {
+    ParamSlot p;
+    p.name = r.get_string();
+    p.numel = r.get<int64_t>();
+    p.offset = h.layout.total;
+    p.index = i;
+    h.layout.total += p.numel;
+    h.layout.params.push_back(std::move(p));
+  }
+  return h;
+}
+
+Push decode_push(const Bytes& b) {
+  Reader r(b);
+  r.get<MsgKind>();
+  Push p;
+  p.rank = r.get<int32_t>();
+  p.step = r.get<int64_t>();
+  p.range.begin = r.get<int64_t>();
+  p.range.end = r.get<int64_t>();
+  size_t n = 0;
+  const uint8_t* rest = r.rest(&n);
+  COHORT_CHECK_ARG(n % sizeof(float) == 0, "parameter server: push of ", n,
+                   " bytes is not a whole number of f32 values");
+  p.grads = rest;
+  p.count = int64_t(n / sizeof(float));
+  return p;
+}
+
+Bytes floats_to_bytes(const float* v, int64_t n) {
+  const auto* p = reinterpret_cast<const uint8_t*>(v);
+  return Bytes(p, p + size_t(n) * sizeof(float));
+}
+
+void bytes_to_floats(const Bytes& b, float* out, int64_t n, const std::string& what) {
+  COHORT_CHECK_ARG(b.size() == size_t(n) * sizeof(float), what, ": expected ", n,
+                   " f32 values, got ", b.size(), " bytes");
+  std::memcpy(out, b.data(), b.size());
+}
+
+}  // namespace cohort::ps

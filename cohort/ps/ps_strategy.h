@@ -1,0 +1,42 @@
+#pragma once
+// The "ps" strategy (parallel.strategy = "ps"): workers push gradients to parameter servers,
+// which own the model (server.h), and pull the updated parameters back. This slice runs BSP:
+// step t's pull returns once every worker's push of step t is applied, so N workers with
+// batch B train exactly like one process with batch N*B (the servers average the gradients).
+//
+// Per step (the trainer's step()): flatten every parameter's .grad in layout order
+// (partition.h), PsWorker::push_pull (one request per server, all in flight at once), copy the
+// values back into the parameters. At construction: connect, hello (the model check), pull, so
+// that every worker starts from the servers' values. The local optimizer only clears grads.
+// shutdown() says goodbye to the servers, unless an exception is unwinding (a failing worker:
+// the servers then name it as having left without goodbye).
+#include <memory>
+#include <vector>
+
+#include "cohort/parallel/strategy_registry.h"
+#include "cohort/ps/worker.h"
+
+namespace cohort::ps {
+
+class PsStrategy : public parallel::Strategy {
+ public:
+  PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions options);
+  std::string name() const override { return "ps"; }
+  double clip_grad_norm(double max_norm) override;
+  void step() override;
+  parallel::StrategyStats last_stats() const override { return stats_; }
+  void shutdown() noexcept override;
+
+ private:
+  NamedTensors params_;
+  Layout layout_;
+  std::unique_ptr<PsWorker> worker_;
+  std::vector<float> grads_, values_;
+  int64_t step_ = 0;
+  parallel::StrategyStats stats_;
+};
+
+// The registration (name "ps", keys ps.mode and ps.timeout_s). train/ registers it.
+parallel::StrategyRegistration ps_strategy_registration();
+
+}  // namespace cohort::ps

@@ -1,0 +1,123 @@
+#include "cohort/ps/worker.h"
+
+#include <exception>
+#include <thread>
+
+#include "cohort/core/logging.h"
+
+namespace cohort::ps {
+
+using detail::str;
+
+namespace {
+
+std::pair<std::string, uint16_t> split_address(const std::string& a, int index) {
+  const size_t colon = a.rfind(':');
+  COHORT_CHECK_ARG(colon != std::string::npos && colon > 0, "parameter server ", index,
+                   " published a malformed address '", a, "'");
+  return {a.substr(0, colon), uint16_t(std::stoi(a.substr(colon + 1)))};
+}
+
+}  // namespace
+
+PsWorker::PsWorker(WorkerOptions options, Layout layout)
+    : o_(std::move(options)), layout_(std::move(layout)) {
+  COHORT_CHECK_ARG(o_.store != nullptr, "parameter server worker: no rendezvous store");
+  ranges_ = partition_keys(layout_.total, o_.num_servers);
+  for (int i = 0; i < o_.num_servers; ++i) {
+    std::string address;
+    try {
+      address = o_.store->get_string(server_key(i), o_.timeout);
+    } catch (const Timeout& e) {
+      throw Timeout(str("parameter server ", i, " did not publish its address (", server_key(i),
+                        ") within ", o_.timeout.count(), " ms; is it running? (", e.what(), ")"));
+    }
+    auto [host, port] = split_address(address, i);
+    clients_.push_back(std::make_unique<comm::service::Client>(
+        comm::service::ClientOptions{.host = host,
+                                     .port = port,
+                                     .secret = o_.secret,
+                                     .secret_policy = o_.secret_policy,
+                                     .name = str("parameter server ", i),
+                                     .connect_timeout = o_.timeout,
+                                     .timeout = o_.timeout}));
+  }
+  const Bytes hello = encode_hello({o_.rank, o_.num_workers, o_.total_steps, layout_});
+  on_every_server([&](int i) { clients_[size_t(i)]->request(hello); });
+}
+
+PsWorker::~PsWorker() {
+  bye();
+}
+
+template <typename F>
+void PsWorker::on_every_server(F f) {
+  std::vector<std::exception_ptr> errors(clients_.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < clients_.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        f(int(i));
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  try {
+    f(0);  // server 0 on this thread
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  for (std::thread& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+TransferStats PsWorker::pull(float* flat) {
+  const Bytes q = encode_simple(MsgKind::kPull, o_.rank);
+  on_every_server([&](int i) {
+    const KeyRange r = ranges_[size_t(i)];
+    bytes_to_floats(clients_[size_t(i)]->request(q), flat + r.begin, r.size(),
+                    str("parameter server ", i, "'s answer to a pull"));
+  });
+  TransferStats s;
+  s.bytes_sent = q.size() * clients_.size();
+  s.bytes_received = uint64_t(layout_.total) * sizeof(float);
+  return s;
+}
+
+TransferStats PsWorker::push_pull(int64_t step, const float* grads, float* values) {
+  on_every_server([&](int i) {
+    const KeyRange r = ranges_[size_t(i)];
+    const Bytes push = encode_push(o_.rank, step, r, grads + r.begin);
+    bytes_to_floats(clients_[size_t(i)]->request(push), values + r.begin, r.size(),
+                    str("parameter server ", i, "'s answer to the push of step ", step));
+  });
+  TransferStats s;
+  s.bytes_sent = uint64_t(layout_.total) * sizeof(float);
+  s.bytes_received = s.bytes_sent;
+  return s;
+}
+
+void PsWorker::abandon() noexcept {
+  said_bye_ = true;  // nothing more to say
+  for (auto& c : clients_) c->close();
+}
+
+void PsWorker::bye() noexcept {
+  if (said_bye_) return;
+  said_bye_ = true;
+  const Bytes q = encode_simple(MsgKind::kBye, o_.rank);
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    try {
+      clients_[i]->request(q);
+      clients_[i]->close();
+    } catch (const std::exception& e) {
+      log::warn("ps", "worker ", o_.rank, ": goodbye to parameter server ", i,
+                " failed: ", e.what());
+    }
+  }
+}
+
+}  // namespace cohort::ps

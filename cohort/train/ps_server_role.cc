@@ -1,0 +1,61 @@
+#include "cohort/train/ps_server_role.h"
+
+#include "cohort/core/logging.h"
+#include "cohort/core/thread_pool.h"
+#include "cohort/ps/server.h"
+#include "cohort/rendezvous/tcp_store.h"
+#include "cohort/train/components.h"
+
+namespace cohort::train {
+namespace {
+
+int required_int(const rendezvous::EnvMap& env, const char* name) {
+  const int v = rendezvous::int_from_env(env, name, -1);
+  COHORT_CHECK_ARG(v >= 0, "parameter server: ", name,
+                   " is not set (servers are started by `cohort train --servers S`)");
+  return v;
+}
+
+}  // namespace
+
+bool is_server_role(const rendezvous::EnvMap& env) {
+  auto it = env.find("COHORT_ROLE");
+  return it != env.end() && it->second == "server";
+}
+
+void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
+  COHORT_CHECK_ARG(cfg.get_string("parallel.strategy") == "ps",
+                   "parameter server started, but parallel.strategy = '",
+                   cfg.get_string("parallel.strategy"), "'; servers need 'ps'");
+  const int index = required_int(env, "COHORT_SERVER_INDEX");
+  set_num_threads(1);
+  const auto model = make_model(cfg);
+  const rendezvous::Secret secret =
+      rendezvous::secret_from_env(env, rendezvous::SecretPolicy::kAllowInsecure);
+  ps::ServerOptions o;
+  o.index = index;
+  o.num_servers = required_int(env, "COHORT_NUM_SERVERS");
+  o.num_workers = required_int(env, "COHORT_NUM_WORKERS");
+  o.params = model->named_parameters();
+  o.secret = secret;
+  o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+  o.make_optimizer = [&cfg](optim::NamedParams p) { return make_optimizer(cfg, std::move(p)); };
+  o.make_schedule = [&cfg](int64_t total) { return make_schedule(cfg, total); };
+  double timeout_s = cfg.get_float("ps.timeout_s");
+  if (timeout_s <= 0) timeout_s = cfg.get_float("comm.timeout_s");
+  const auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000.0));
+  ps::ParamServer server(std::move(o));
+  rendezvous::TcpStore store(
+      {.host = env.count("COHORT_MASTER_ADDR") ? env.at("COHORT_MASTER_ADDR") : "127.0.0.1",
+       .port = uint16_t(required_int(env, "COHORT_MASTER_PORT")),
+       .secret = secret,
+       .secret_policy = rendezvous::SecretPolicy::kAllowInsecure,
+       .timeout = timeout,
+       .connect_timeout = timeout});
+  store.set_string(ps::server_key(index), server.address());
+  server.wait(timeout);
+  log::info("ps", "parameter server ", index, ": every worker finished after ", server.step(),
+            " steps");
+}
+
+}  // namespace cohort::train

@@ -1,0 +1,43 @@
+#pragma once
+// Run directories of the e2e tests: a fresh one per test (removed when the test binary exits)
+// and the newest checkpoint a run wrote.
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace cohort::testing {
+
+// Removes the run directories this process made when the test binary exits.
+struct RemoveAtExit {
+  std::vector<std::filesystem::path> dirs;
+  ~RemoveAtExit() {
+    std::error_code ec;
+    for (const std::filesystem::path& d : dirs) std::filesystem::remove_all(d, ec);
+  }
+};
+
+// An empty directory "<tmp>/<prefix><name>_<pid>" (the pid keeps two concurrent runs of a
+// suite apart), removed at exit.
+inline std::filesystem::path fresh_dir(const std::string& prefix, const std::string& name) {
+  static RemoveAtExit made;
+  std::filesystem::path d =
+      std::filesystem::temp_directory_path() / (prefix + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  made.dirs.push_back(d);
+  return d;
+}
+
+// The newest complete checkpoint directory of a run.
+inline std::filesystem::path newest_checkpoint(const std::filesystem::path& run) {
+  std::filesystem::path best;
+  for (auto& e : std::filesystem::directory_iterator(run / "checkpoints")) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && (best.empty() || n > best.filename().string())) best = e.path();
+  }
+  return best;
+}
+
+}  // namespace cohort::testing

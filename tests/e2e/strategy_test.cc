@@ -11,6 +11,7 @@
 #include "cohort/train/train_config.h"
 #include "cohort/train/trainer.h"
 #include "tests/e2e/run_cli.h"
+#include "tests/e2e/run_dirs.h"
 
 namespace fs = std::filesystem;
 
@@ -21,11 +22,7 @@ using testing::CliResult;
 using testing::run_cli;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("cohort_strategy_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return testing::fresh_dir("cohort_strategy_", name);
 }
 
 // Synthetic data, the default MLP, plain SGD (no momentum), one thread, no checkpoints.
@@ -68,7 +65,6 @@ TEST(GradAccum, TwoMicroBatchesOf32MatchOneBatchOf64) {
     scale = std::max(scale, double(std::abs(a[i])));
   }
   EXPECT_LE(diff / scale, 1e-5);
-  fs::remove_all(d);
 }
 
 // An epoch whose batch count is not a multiple of the accumulation ends with a shorter step.
@@ -77,7 +73,6 @@ TEST(GradAccum, AShortLastStepEndsTheEpoch) {
   int64_t steps = 0;
   trained_params(small_job(d, 64, 3), &steps);  // 8 batches: 3 + 3 + 2
   EXPECT_EQ(steps, 3);
-  fs::remove_all(d);
 }
 
 nlohmann::json summary(const fs::path& metrics) {
@@ -107,7 +102,6 @@ TEST(GradAccum, DdpCommunicatesOncePerStep) {
   EXPECT_EQ(b["steps"], 8);
   double bytes_a = a["bytes_sent"].get<double>(), bytes_b = b["bytes_sent"].get<double>();
   EXPECT_NEAR(bytes_b / bytes_a, 0.5, 0.05) << bytes_a << " vs " << bytes_b;
-  fs::remove_all(d);
 }
 
 // A step means k micro-batches: resuming with another k would shift the schedule and the end.
@@ -126,7 +120,6 @@ TEST(GradAccum, ResumingWithAnotherAccumulationIsRefused) {
                               "train.grad_accum_steps = 2"),
             std::string::npos)
       << again.output;
-  fs::remove_all(d);
 }
 
 TEST(StrategySeam, UnknownStrategyNamesTheRegisteredOnes) {
@@ -136,7 +129,6 @@ TEST(StrategySeam, UnknownStrategyNamesTheRegisteredOnes) {
   EXPECT_NE(r.output.find("unknown strategy 'zero9'"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("'ddp'"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("'none'"), std::string::npos) << r.output;
-  fs::remove_all(d);
 }
 
 TEST(StrategySeam, NoneWithSeveralWorkersIsRefusedOnEveryRank) {
@@ -146,7 +138,6 @@ TEST(StrategySeam, NoneWithSeveralWorkersIsRefusedOnEveryRank) {
   EXPECT_NE(r.output.find("'none' trains a single process, but this job has 2 workers"),
             std::string::npos)
       << r.output;
-  fs::remove_all(d);
 }
 
 TEST(StrategySeam, RegistrationErrorsAreClear) {
@@ -217,7 +208,6 @@ TEST(StrategySeam, AStrategyFromAnotherProgramTrainsThroughTheCli) {
   EXPECT_EQ(plain.status, 2) << plain.output;
   EXPECT_NE(plain.output.find("unknown strategy 'local_sgd_example'"), std::string::npos)
       << plain.output;
-  fs::remove_all(d);
 }
 
 }  // namespace

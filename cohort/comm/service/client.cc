@@ -175,12 +175,14 @@ bool Client::deliver(const Frame& f) {
 // The reader thread: cuts what arrives into frames and hands each to its waiter, until the
 // connection ends or close() wakes it.
 void Client::read_loop() {
+  // buf[pos, end) is read but not parsed yet. buf only grows: resizing it for every read would
+  // zero-fill a whole chunk each time (megabytes per parameter-server pull).
   Bytes buf;
-  size_t pos = 0;  // buf[pos..] is not parsed yet
+  size_t pos = 0, end = 0;
   for (;;) {
-    while (pos < buf.size()) {
+    while (pos < end) {
       Frame f;
-      auto res = parse_frame({buf.data() + pos, buf.size() - pos}, options_.max_payload_bytes, &f);
+      auto res = parse_frame({buf.data() + pos, end - pos}, options_.max_payload_bytes, &f);
       if (res.status == ParseStatus::kNeedMore) break;
       if (res.status == ParseStatus::kMalformed || f.kind == Kind::kRequest) {
         fail(detail::str(describe(), " sent a malformed frame: ",
@@ -197,18 +199,18 @@ void Client::read_loop() {
       }
       pos += res.size;
     }
-    if (pos == buf.size()) {
-      buf.clear();
-      pos = 0;
+    if (pos == end) {
+      pos = end = 0;
     } else if (pos > kReadChunk) {
-      buf.erase(buf.begin(), buf.begin() + ptrdiff_t(pos));
+      std::memmove(buf.data(), buf.data() + pos, end - pos);
+      end -= pos;
       pos = 0;
     }
-    if (!read_some(buf)) return;
+    if (!read_some(buf, end)) return;
   }
 }
 
-bool Client::read_some(Bytes& buf) {
+bool Client::read_some(Bytes& buf, size_t& end) {
   pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
   int rc = ::poll(fds, 2, -1);  // no deadline: close() ends this wait, and callers have theirs
   if (rc < 0) {
@@ -217,10 +219,9 @@ bool Client::read_some(Bytes& buf) {
     return false;
   }
   if (fds[1].revents) return false;  // close()
-  const size_t have = buf.size();
-  buf.resize(have + kReadChunk);
-  ssize_t r = ::recv(fd_.get(), buf.data() + have, kReadChunk, MSG_DONTWAIT);
-  buf.resize(have + size_t(std::max<ssize_t>(r, 0)));
+  if (buf.size() - end < kReadChunk) buf.resize(std::max(2 * buf.size(), end + kReadChunk));
+  ssize_t r = ::recv(fd_.get(), buf.data() + end, buf.size() - end, MSG_DONTWAIT);
+  if (r > 0) end += size_t(r);
   if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR))) return true;
   fail(r == 0 ? detail::str(describe(),
                             " closed the connection (the server stopped, or it dropped this "

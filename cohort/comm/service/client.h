@@ -74,7 +74,9 @@ class Client {
 
  private:
   void read_loop();
-  bool read_some(Bytes& buf);  // appends what arrives; false when the connection ended
+  // Appends what arrives at buf[end..] (growing buf when little room is left) and advances
+  // end; false when the connection ended.
+  bool read_some(Bytes& buf, size_t& end);
   // False when the inbox would pass max_inbox_bytes (the message is not kept).
   bool deliver(const Frame& f);
   void fail(const std::string& why);  // the connection is gone: wake every waiter

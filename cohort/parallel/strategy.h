@@ -87,6 +87,11 @@ class Strategy {
   virtual void step() { optimizer_.step(); }
   virtual void zero_grad() { optimizer_.zero_grad(); }
   virtual StrategyStats last_stats() const { return {}; }
+  // Metrics of its own (the ps strategy's staleness, ...): over the steps since the last call,
+  // merged into the trainer's metrics.jsonl step records; and over the run, merged into the
+  // summary record. None by default.
+  virtual nlohmann::json take_interval_metrics() { return nlohmann::json::object(); }
+  virtual nlohmann::json summary_metrics() const { return nlohmann::json::object(); }
   virtual StrategyState state() const { return {}; }
   // Restores what state() returned (InvalidArgument naming what does not fit). An empty state
   // (a checkpoint written by another strategy) leaves the strategy as constructed.

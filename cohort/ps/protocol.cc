@@ -137,6 +137,35 @@ Bytes floats_to_bytes(const float* v, int64_t n) {
   return Bytes(p, p + size_t(n) * sizeof(float));
 }
 
+Bytes encode_push_reply(const PushReply& r, const float* v, int64_t n) {
+  Bytes b;
+  b.reserve(8 + 4 + 4 + 1 + 8 + size_t(n) * sizeof(float));
+  put(b, r.version);
+  put(b, r.staleness);
+  put(b, r.lead);
+  put(b, r.dropped);
+  put(b, r.held_s);
+  const auto* p = reinterpret_cast<const uint8_t*>(v);
+  b.insert(b.end(), p, p + size_t(n) * sizeof(float));
+  return b;
+}
+
+PushReply decode_push_reply(const Bytes& b, float* out, int64_t n, const std::string& what) {
+  Reader r(b);
+  PushReply p;
+  p.version = r.get<int64_t>();
+  p.staleness = r.get<int32_t>();
+  p.lead = r.get<int32_t>();
+  p.dropped = r.get<uint8_t>();
+  p.held_s = r.get<double>();
+  size_t rest = 0;
+  const uint8_t* v = r.rest(&rest);
+  COHORT_CHECK_ARG(rest == size_t(n) * sizeof(float), what, ": expected ", n, " f32 values, got ",
+                   rest, " bytes");
+  std::memcpy(out, v, rest);
+  return p;
+}
+
 void bytes_to_floats(const Bytes& b, float* out, int64_t n, const std::string& what) {
   COHORT_CHECK_ARG(b.size() == size_t(n) * sizeof(float), what, ": expected ", n,
                    " f32 values, got ", b.size(), " bytes");

@@ -4,9 +4,10 @@
 //
 //   hello  {rank, num_workers, total_steps, [(name, numel)]}  -> {}            once, first
 //   pull   {rank}                                              -> f32[range]   current values
-//   push   {rank, step, begin, end, f32[end - begin] grads}    -> f32[range]   BSP: answered
-//          once every worker's push of `step` arrived and the update is applied (push + pull
-//          in one round trip, BytePS's push_pull)
+//   push   {rank, step, begin, end, f32[end - begin] grads}    -> {PushReply, f32[range]}
+//          BSP: answered once the step's update is applied (push + pull in one round trip,
+//          BytePS's push_pull); ASP: at once, after this push's update; SSP: once the slowest
+//          worker is close enough (consistency.h)
 //   bye    {rank}                                              -> {}            clean shutdown
 //
 // Little-endian, fixed-width integers; strings and arrays are length-prefixed (u32 / i64).
@@ -45,6 +46,15 @@ struct Push {
   int64_t count = 0;
 };
 
+// What a server tells a worker about its push, before the values.
+struct PushReply {
+  int64_t version = 0;    // server updates applied when the values were read
+  int32_t staleness = 0;  // updates applied between the worker's last pull and this push
+  int32_t lead = 0;       // steps the worker was ahead of the slowest (SSP bounds it)
+  uint8_t dropped = 0;    // BSP with backup workers: the push came late and was not used
+  double held_s = 0;      // how long the server held the answer (SSP's block)
+};
+
 Bytes encode_hello(const Hello& h);
 Bytes encode_simple(MsgKind kind, int32_t rank);  // pull, bye
 // The header of a push; the gradients follow (append_floats), so they are copied once.
@@ -56,6 +66,9 @@ Hello decode_hello(const Bytes& b);
 Push decode_push(const Bytes& b);
 
 Bytes floats_to_bytes(const float* v, int64_t n);
+Bytes encode_push_reply(const PushReply& r, const float* v, int64_t n);
+// The reply's header; its `n` floats into out (InvalidArgument naming `what` otherwise).
+PushReply decode_push_reply(const Bytes& b, float* out, int64_t n, const std::string& what);
 // InvalidArgument if the payload is not exactly `n` floats (names `what`).
 void bytes_to_floats(const Bytes& b, float* out, int64_t n, const std::string& what);
 

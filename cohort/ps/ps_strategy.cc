@@ -1,5 +1,6 @@
 #include "cohort/ps/ps_strategy.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 
@@ -15,9 +16,30 @@ void add_ps_keys(ConfigRegistry& r) {
          ConfigType::kString,
          std::string("bsp"),
          "Parameter-server consistency: `bsp` (bulk synchronous: every step waits for every "
-         "worker's push). `asp` and `ssp` (asynchronous, bounded staleness) come later.",
+         "worker's push), `asp` (asynchronous: each push is applied on arrival and answered at "
+         "once), `ssp` (stale synchronous: as asp, but no worker runs more than ps.staleness "
+         "steps ahead of the slowest).",
          "",
-         {"bsp"}});
+         {"bsp", "asp", "ssp"}});
+  r.add({"ps.staleness",
+         ConfigType::kInt,
+         int64_t(3),
+         "SSP: how many steps a worker may run ahead of the slowest; the server holds a faster "
+         "worker's pull until the slowest catches up. Only with ps.mode = 'ssp'.",
+         "",
+         {},
+         0.0});
+  r.add({"ps.staleness_lr", ConfigType::kBool, false,
+         "ASP/SSP: scale each push's update by 1/max(1, staleness), staleness = the server "
+         "updates applied since that worker last received the parameters (Zhang et al., 2016)."});
+  r.add({"ps.backup_workers",
+         ConfigType::kInt,
+         int64_t(0),
+         "BSP: each step is applied once N - b workers pushed it (the first N - b to arrive); "
+         "later pushes of that step are dropped (counted in metrics). Must be < N.",
+         "",
+         {},
+         0.0});
   r.add({"ps.timeout_s",
          ConfigType::kFloat,
          0.0,
@@ -53,8 +75,12 @@ WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
   if (t <= 0) t = cfg.get_float("comm.timeout_s");
   o.timeout = Millis(int64_t(t * 1000.0));
   o.total_steps = ctx.total_steps;
+  o.consistency = consistency_from_config(cfg, o.num_workers);
   return o;
 }
+
+// The staleness histogram's buckets: 0 .. kHistBuckets-2, and "kHistBuckets-1 or more".
+constexpr size_t kHistBuckets = 9;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -62,8 +88,57 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+Consistency consistency_from_config(const Config& cfg, int num_workers) {
+  Consistency c;
+  c.mode = parse_mode(cfg.get_string("ps.mode"));
+  const std::string mode = cfg.get_string("ps.mode");
+  c.staleness = cfg.get_int("ps.staleness");
+  COHORT_CHECK_ARG(c.staleness >= 0, "ps.staleness = ", c.staleness, " must be >= 0");
+  COHORT_CHECK_ARG(c.mode == Mode::kSsp || !cfg.is_set("ps.staleness"), "ps.staleness is set (",
+                   c.staleness, ") but ps.mode = '", mode, "'; it bounds 'ssp' only");
+  c.staleness_lr = cfg.get_bool("ps.staleness_lr");
+  COHORT_CHECK_ARG(c.mode != Mode::kBsp || !c.staleness_lr,
+                   "ps.staleness_lr applies to ps.mode = 'asp' or 'ssp' (BSP's pushes are not "
+                   "stale), ps.mode = '",
+                   mode, "'");
+  c.backup_workers = int(cfg.get_int("ps.backup_workers"));
+  COHORT_CHECK_ARG(c.backup_workers == 0 || c.mode == Mode::kBsp,
+                   "ps.backup_workers = ", c.backup_workers,
+                   " applies to ps.mode = 'bsp' only, ps.mode = '", mode, "'");
+  COHORT_CHECK_ARG(c.backup_workers >= 0 && c.backup_workers < num_workers,
+                   "ps.backup_workers = ", c.backup_workers, " must be less than the ", num_workers,
+                   " workers (each step needs at least one push)");
+  return c;
+}
+
+void PsMetrics::add(const PushReply& r) {
+  ++pushes;
+  staleness_max = std::max<int64_t>(staleness_max, r.staleness);
+  staleness_sum += r.staleness;
+  lead_max = std::max<int64_t>(lead_max, r.lead);
+  blocked_s += r.held_s;
+  dropped += r.dropped;
+  if (hist.empty()) hist.assign(kHistBuckets, 0);
+  ++hist[std::min<size_t>(size_t(std::max(0, r.staleness)), kHistBuckets - 1)];
+}
+
+nlohmann::json PsMetrics::json(bool with_hist) const {
+  const double n = double(std::max<int64_t>(pushes, 1));
+  nlohmann::json j{{"staleness_max", staleness_max}, {"staleness_mean", staleness_sum / n},
+                   {"lead_max", lead_max},           {"ssp_blocked_ms", 1e3 * blocked_s / n},
+                   {"ssp_blocked_s", blocked_s},     {"dropped_pushes", dropped}};
+  if (with_hist) {
+    nlohmann::json h = nlohmann::json::object();
+    for (size_t i = 0; i < hist.size(); ++i)
+      h[i + 1 == hist.size() ? str(i, "+") : std::to_string(i)] = hist[i];
+    j["staleness_hist"] = h;
+  }
+  return j;
+}
+
 PsStrategy::PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions options)
     : Strategy(ctx), params_(ctx.model.named_parameters()), layout_(layout_of(params_)) {
+  mode_ = options.consistency.mode;
   worker_ = std::make_unique<PsWorker>(std::move(options), layout_);
   grads_.resize(size_t(layout_.total));
   values_.resize(size_t(layout_.total));
@@ -83,9 +158,23 @@ void PsStrategy::step() {
   TransferStats t = worker_->push_pull(step_, grads_.data(), values_.data());
   scatter_values(params_, layout_, {0, layout_.total}, values_.data());
   ++step_;
+  interval_.add(t.reply);
+  run_.add(t.reply);
   const double s = seconds_since(t0);
   stats_ = {
       .comm_s = s, .exposed_s = s, .bytes_sent = t.bytes_sent, .bytes_received = t.bytes_received};
+}
+
+nlohmann::json PsStrategy::take_interval_metrics() {
+  nlohmann::json j = interval_.json(false);
+  interval_ = {};
+  return j;
+}
+
+nlohmann::json PsStrategy::summary_metrics() const {
+  nlohmann::json j = run_.json(true);
+  j["ps_mode"] = mode_name(mode_);
+  return j;
 }
 
 void PsStrategy::shutdown() noexcept {
@@ -103,7 +192,7 @@ parallel::StrategyRegistration ps_strategy_registration() {
   return {.name = "ps",
           .description =
               "parameter servers (--servers S): workers push gradients, servers "
-              "update and serve parameters; BSP for now, ASP/SSP later",
+              "update and serve parameters (BSP, ASP or SSP: ps.mode)",
           .add_keys = add_ps_keys,
           .make = [](const parallel::StrategyContext& ctx) -> std::unique_ptr<parallel::Strategy> {
             return std::make_unique<PsStrategy>(ctx, worker_options(ctx));

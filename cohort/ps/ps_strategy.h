@@ -1,8 +1,9 @@
 #pragma once
 // The "ps" strategy (parallel.strategy = "ps"): workers push gradients to parameter servers,
-// which own the model (server.h), and pull the updated parameters back. This slice runs BSP:
-// step t's pull returns once every worker's push of step t is applied, so N workers with
-// batch B train exactly like one process with batch N*B (the servers average the gradients).
+// which own the model (server.h), and pull the updated parameters back. In BSP step t's pull
+// returns once every worker's push of step t is applied, so N workers with batch B train
+// exactly like one process with batch N*B (the servers average the gradients); ASP and SSP
+// answer at once or once the slowest worker is close enough (ps.mode, server.h).
 //
 // Per step (the trainer's step()): flatten every parameter's .grad in layout order
 // (partition.h), PsWorker::push_pull (one request per server, all in flight at once), copy the
@@ -18,6 +19,19 @@
 
 namespace cohort::ps {
 
+// The [ps] consistency keys, checked (InvalidArgument naming the key) for `num_workers`.
+Consistency consistency_from_config(const Config& cfg, int num_workers);
+
+// A worker's view of its pushes (the servers' replies): staleness (max, mean, histogram of
+// 0..7 and 8+), lead over the slowest worker, time its pulls were held by SSP, dropped pushes.
+struct PsMetrics {
+  int64_t pushes = 0, staleness_max = 0, lead_max = 0, dropped = 0;
+  double staleness_sum = 0, blocked_s = 0;
+  std::vector<uint64_t> hist;
+  void add(const PushReply& r);
+  nlohmann::json json(bool with_hist) const;
+};
+
 class PsStrategy : public parallel::Strategy {
  public:
   PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions options);
@@ -25,6 +39,8 @@ class PsStrategy : public parallel::Strategy {
   double clip_grad_norm(double max_norm) override;
   void step() override;
   parallel::StrategyStats last_stats() const override { return stats_; }
+  nlohmann::json take_interval_metrics() override;
+  nlohmann::json summary_metrics() const override;
   void shutdown() noexcept override;
 
  private:
@@ -34,9 +50,11 @@ class PsStrategy : public parallel::Strategy {
   std::vector<float> grads_, values_;
   int64_t step_ = 0;
   parallel::StrategyStats stats_;
+  Mode mode_;
+  PsMetrics interval_, run_;
 };
 
-// The registration (name "ps", keys ps.mode and ps.timeout_s). train/ registers it.
+// The registration (name "ps", the [ps] keys). train/ registers it.
 parallel::StrategyRegistration ps_strategy_registration();
 
 }  // namespace cohort::ps

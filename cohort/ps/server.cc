@@ -1,5 +1,6 @@
 #include "cohort/ps/server.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "cohort/core/logging.h"
@@ -8,14 +9,25 @@ namespace cohort::ps {
 
 using detail::str;
 
-ParamServer::ParamServer(ServerOptions options) : o_(std::move(options)) {
+ParamServer::ParamServer(ServerOptions options)
+    : o_(std::move(options)),
+      gate_(std::max(o_.num_workers, 1),
+            o_.consistency.mode == Mode::kSsp ? o_.consistency.staleness : SspGate::kUnbounded),
+      intervals_(std::max(o_.num_workers, 1)) {
   COHORT_CHECK_ARG(o_.num_workers >= 1, "parameter server: need at least one worker, got ",
                    o_.num_workers);
   COHORT_CHECK_ARG(o_.index >= 0 && o_.index < o_.num_servers, "parameter server: index ", o_.index,
                    " out of range for ", o_.num_servers, " servers");
   COHORT_CHECK_ARG(o_.make_optimizer && o_.make_schedule,
                    "parameter server: make_optimizer and make_schedule are required");
+  COHORT_CHECK_ARG(
+      o_.consistency.backup_workers >= 0 && o_.consistency.backup_workers < o_.num_workers,
+      "ps.backup_workers = ", o_.consistency.backup_workers, " must be in [0, ", o_.num_workers,
+      ") for ", o_.num_workers, " workers");
+  COHORT_CHECK_ARG(o_.consistency.backup_workers == 0 || o_.consistency.mode == Mode::kBsp,
+                   "ps.backup_workers applies to ps.mode = 'bsp' only");
   layout_ = layout_of(o_.params);
+  sent_version_.assign(size_t(o_.num_workers), 0);
   range_ = partition_keys(layout_.total, o_.num_servers).at(size_t(o_.index));
   shard_ = empty({range_.size()});
   gather_values(o_.params, layout_, range_, shard_.data<float>());
@@ -35,7 +47,13 @@ ParamServer::ParamServer(ServerOptions options) : o_(std::move(options)) {
                                    .name = str("parameter server ", o_.index)},
       std::move(h));
   log::info("ps", who(), " serves keys [", range_.begin, ", ", range_.end, ") of ", layout_.total,
-            " at ", server_->address());
+            " at ", server_->address(), " (", mode_name(o_.consistency.mode),
+            o_.consistency.mode == Mode::kSsp ? str(", staleness ", o_.consistency.staleness)
+                                              : std::string(),
+            o_.consistency.backup_workers > 0
+                ? str(", ", o_.consistency.backup_workers, " backup workers")
+                : std::string(),
+            ")");
 }
 
 ParamServer::~ParamServer() {
@@ -77,9 +95,14 @@ std::optional<Bytes> ParamServer::on_request(const comm::service::Peer& peer, ui
   const MsgKind kind = peek_kind(payload);
   if (kind == MsgKind::kHello) return hello(peer.id, payload);
   const int rank = rank_of(peer.id, peek_rank(payload));
-  if (kind == MsgKind::kPull) return floats_to_bytes(shard_.data<float>(), range_.size());
+  if (kind == MsgKind::kPull) {
+    sent_version_[size_t(rank)] = version_;
+    return floats_to_bytes(shard_.data<float>(), range_.size());
+  }
   if (kind == MsgKind::kPush) return push(peer.id, id, payload);
   said_bye_.insert(rank);
+  gate_.leave(rank);  // a finished worker holds no one back
+  release_held();
   log::debug("ps", who(), ": worker ", rank, " said bye");
   cv_.notify_all();
   return Bytes{};
@@ -120,37 +143,128 @@ std::optional<Bytes> ParamServer::push(uint64_t peer, uint64_t id, const Bytes& 
                    " pushed ", p.count, " values for keys [", p.range.begin, ", ", p.range.end,
                    "); this server owns keys [", range_.begin, ", ", range_.end, ") (",
                    range_.size(), " values)");
-  COHORT_CHECK_ARG(p.step == step_, who(), ": worker ", rank, " pushed keys [", p.range.begin, ", ",
-                   p.range.end, ") for step ", p.step, ", the server is at step ", step_,
+  const auto now = std::chrono::steady_clock::now();
+  if (!first_push_) first_push_ = now;
+  intervals_.pushed(rank, now);
+  ++stats_.pushes;
+  if (o_.consistency.mode == Mode::kBsp) return push_bsp(rank, peer, id, p);
+  return push_async(rank, peer, id, p);
+}
+
+std::optional<Bytes> ParamServer::push_bsp(int rank, uint64_t peer, uint64_t id, const Push& p) {
+  const bool late = o_.consistency.backup_workers > 0 && p.step < step_;
+  COHORT_CHECK_ARG(late || p.step == step_, who(), ": worker ", rank, " pushed keys [",
+                   p.range.begin, ", ", p.range.end, ") for step ", p.step,
+                   ", the server is at step ", step_,
                    " (BSP: every worker pushes every step once)");
+  PushReply reply;
+  reply.staleness = int32_t(version_ - sent_version_[size_t(rank)]);
+  record_staleness(reply.staleness);
+  if (late) {  // step p.step was applied without it: dropped, answered with the current values
+    ++stats_.dropped;
+    reply.dropped = 1;
+    return answer(rank, reply);
+  }
   COHORT_CHECK_ARG(!pushed_.count(rank), who(), ": worker ", rank, " pushed keys [", p.range.begin,
                    ", ", p.range.end, ") twice in step ", step_);
   std::vector<float>& g = grads_[size_t(rank)];
   g.resize(size_t(range_.size()));
   std::memcpy(g.data(), p.grads, g.size() * sizeof(float));
-  pushed_[rank] = {peer, id};
-  if (int(pushed_.size()) == o_.num_workers) apply_update();
+  pushed_[rank] = {peer, id, reply, {}};
+  if (int(pushed_.size()) == o_.num_workers - o_.consistency.backup_workers) apply_update();
   return std::nullopt;
 }
 
+std::optional<Bytes> ParamServer::push_async(int rank, uint64_t peer, uint64_t id, const Push& p) {
+  COHORT_CHECK_ARG(p.step == gate_.clock(rank), who(), ": worker ", rank, " pushed keys [",
+                   p.range.begin, ", ", p.range.end, ") for step ", p.step, ", expected step ",
+                   gate_.clock(rank), " (each worker pushes its steps in order, once)");
+  PushReply reply;
+  reply.staleness = int32_t(version_ - sent_version_[size_t(rank)]);
+  reply.lead = int32_t(gate_.push(rank));
+  record_staleness(reply.staleness);
+  Tensor grad = empty({range_.size()});
+  std::memcpy(grad.data<float>(), p.grads, size_t(range_.size()) * sizeof(float));
+  optimize(grad, p.step,
+           o_.consistency.staleness_lr ? std::max(1.0, double(reply.staleness)) : 1.0);
+  std::optional<Bytes> now;
+  if (gate_.may_proceed(rank)) {
+    now = answer(rank, reply);
+  } else {
+    held_[rank] = {peer, id, reply, std::chrono::steady_clock::now()};
+    ++stats_.held;
+  }
+  release_held();  // this push may have moved the slowest worker on
+  return now;
+}
+
+void ParamServer::record_staleness(int64_t tau) {
+  stats_.max_staleness = std::max(stats_.max_staleness, tau);
+  staleness_sum_ += double(tau);
+}
+
+void ParamServer::optimize(Tensor grad, int64_t step, double lr_divisor) {
+  shard_.set_grad(grad);
+  schedule_->apply(*opt_, step);
+  if (lr_divisor != 1.0) opt_->set_lr(opt_->lr() / lr_divisor);
+  opt_->step();
+  ++version_;
+  ++stats_.updates;
+  stats_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - *first_push_).count();
+}
+
+Bytes ParamServer::answer(int rank, PushReply reply) {
+  reply.version = version_;
+  sent_version_[size_t(rank)] = version_;
+  intervals_.answered(rank, std::chrono::steady_clock::now());
+  return encode_push_reply(reply, shard_.data<float>(), range_.size());
+}
+
+void ParamServer::release_held() {
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (!gate_.may_proceed(it->first)) {
+      ++it;
+      continue;
+    }
+    Pending& h = it->second;
+    h.reply.held_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - h.since).count();
+    server_->respond(h.peer, h.request_id, answer(it->first, h.reply));
+    it = held_.erase(it);
+  }
+}
+
 void ParamServer::apply_update() {
-  const float scale = 1.0f / float(o_.num_workers);
+  // The pushes of step_ in rank order (all N, or the first N - b to arrive).
+  const float scale = 1.0f / float(pushed_.size());
   Tensor grad = empty({range_.size()});
   float* g = grad.data<float>();
-  std::copy(grads_[0].begin(), grads_[0].end(), g);
-  for (size_t r = 1; r < grads_.size(); ++r) {
-    const float* x = grads_[r].data();
-    for (int64_t i = 0; i < range_.size(); ++i) g[i] += x[i];
+  bool first = true;
+  for (const auto& [rank, pending] : pushed_) {
+    const std::vector<float>& x = grads_[size_t(rank)];
+    if (first) {
+      std::copy(x.begin(), x.end(), g);
+      first = false;
+    } else {
+      for (int64_t i = 0; i < range_.size(); ++i) g[i] += x[size_t(i)];
+    }
   }
   for (int64_t i = 0; i < range_.size(); ++i) g[i] *= scale;
-  shard_.set_grad(grad);
-  schedule_->apply(*opt_, step_);
-  opt_->step();
+  optimize(grad, step_, 1.0);
   ++step_;
-  const Bytes values = floats_to_bytes(shard_.data<float>(), range_.size());
   for (const auto& [rank, pending] : pushed_)
-    server_->respond(pending.peer, pending.request_id, values);
+    server_->respond(pending.peer, pending.request_id, answer(rank, pending.reply));
   pushed_.clear();
+}
+
+ServerStats ParamServer::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ServerStats s = stats_;
+  s.mean_staleness = s.pushes > 0 ? staleness_sum_ / double(s.pushes) : 0;
+  for (int r = 0; r < o_.num_workers; ++r) s.median_step_s.push_back(intervals_.median_s(r));
+  s.straggler = find_straggler(intervals_);
+  return s;
 }
 
 void ParamServer::on_leave(const comm::service::Peer& peer, const std::string& why) {

@@ -13,6 +13,17 @@
 //      applies the LR schedule at step t and the optimizer, and answers every pending push
 //      with the new values. A push of the wrong range or size, for another
 //      step, or twice in a step is refused naming the worker and the range.
+//      With `backup_workers` b (Chen et al., 2016), step t is applied once N - b pushes of it
+//      arrived (the first N - b in arrival order, summed in rank order); a push of step t that
+//      comes after that is dropped (counted; PushReply::dropped) and answered at once with the
+//      current values (step t's or newer).
+//   ASP: each push is applied on arrival (its own optimizer step, the LR schedule at the
+//      pushing worker's step, times 1/max(1, staleness) with staleness_lr) and answered at once
+//      with the current values. SSP: the same, but the answer is held (SspGate) until the
+//      slowest worker is at most `staleness` steps behind; held answers go from the loop thread
+//      when a push or a goodbye moves the slowest worker on.
+//   The staleness of a push: the server's updates applied since the values that worker last
+//   received (Zhang et al.'s tau); its lead: the steps it is ahead of the slowest worker.
 //   4. each worker says bye; wait() returns once all N did.
 // A worker that leaves without bye makes wait() throw naming it.
 //
@@ -24,12 +35,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
 #include "cohort/comm/service/server.h"
 #include "cohort/optim/optimizer.h"
 #include "cohort/optim/schedule.h"
+#include "cohort/ps/consistency.h"
 #include "cohort/ps/protocol.h"
 
 namespace cohort::ps {
@@ -48,6 +61,20 @@ struct ServerOptions {
   // run's length from the workers' hello.
   std::function<std::unique_ptr<optim::Optimizer>(optim::NamedParams)> make_optimizer;
   std::function<std::unique_ptr<optim::LrSchedule>(int64_t total_steps)> make_schedule;
+  Consistency consistency;
+};
+
+// What a server did, for its log line and metrics record at the end.
+struct ServerStats {
+  int64_t updates = 0;        // optimizer steps applied
+  int64_t pushes = 0;         // pushes received (dropped ones included)
+  int64_t dropped = 0;        // BSP with backup workers: late pushes not used
+  int64_t held = 0;           // SSP: answers held back
+  double seconds = 0;         // from the first push to the last update
+  int64_t max_staleness = 0;  // over the pushes
+  double mean_staleness = 0;
+  std::vector<double> median_step_s;  // per worker: answer -> next push
+  std::optional<Straggler> straggler;
 };
 
 class ParamServer {
@@ -65,17 +92,28 @@ class ParamServer {
   const std::string& address() const;
   KeyRange range() const { return range_; }
   int64_t step() const;
+  ServerStats stats() const;
 
  private:
   struct Pending {
     uint64_t peer;
     uint64_t request_id;
+    PushReply reply;  // what the answer will say (held answers: filled when they go)
+    std::chrono::steady_clock::time_point since;
   };
   std::optional<Bytes> on_request(const comm::service::Peer& peer, uint64_t id, Bytes payload);
   void on_leave(const comm::service::Peer& peer, const std::string& why);
   Bytes hello(uint64_t peer, const Bytes& payload);
   std::optional<Bytes> push(uint64_t peer, uint64_t id, const Bytes& payload);
-  void apply_update();  // all pushes of step_ are in: average, optimize, answer them
+  std::optional<Bytes> push_bsp(int rank, uint64_t peer, uint64_t id, const Push& p);
+  std::optional<Bytes> push_async(int rank, uint64_t peer, uint64_t id, const Push& p);
+  void apply_update();  // enough pushes of step_ are in: average, optimize, answer them
+  // One optimizer step of the slice with `grad` at schedule step `step`, lr / lr_divisor.
+  void optimize(Tensor grad, int64_t step, double lr_divisor);
+  // The answer to worker `rank`'s push: reply + the current values; records what it was sent.
+  Bytes answer(int rank, PushReply reply);
+  void release_held();  // SSP: answers whose worker may now proceed
+  void record_staleness(int64_t tau);
   int rank_of(uint64_t peer, int32_t claimed) const;
   std::string who() const;
 
@@ -93,8 +131,16 @@ class ParamServer {
   // rank -> its gradient of step_, kept until all arrived so that they are summed in rank
   // order: the result does not depend on arrival order (determinism, DESIGN.md).
   std::vector<std::vector<float>> grads_;
-  std::map<int, Pending> pushed_;  // rank -> its unanswered push of step_
-  int64_t step_ = 0;
+  std::map<int, Pending> pushed_;      // BSP: rank -> its unanswered push of step_
+  std::map<int, Pending> held_;        // SSP: rank -> its held answer
+  int64_t step_ = 0;                   // BSP: the step being gathered
+  int64_t version_ = 0;                // updates applied
+  std::vector<int64_t> sent_version_;  // rank -> version of the values it last received
+  SspGate gate_;
+  StepIntervals intervals_;
+  ServerStats stats_;
+  double staleness_sum_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> first_push_;
   std::string error_;  // set once: wait() throws it
   std::chrono::steady_clock::time_point last_activity_;
 

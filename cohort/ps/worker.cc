@@ -1,5 +1,6 @@
 #include "cohort/ps/worker.h"
 
+#include <algorithm>
 #include <exception>
 #include <thread>
 
@@ -88,13 +89,22 @@ TransferStats PsWorker::pull(float* flat) {
 }
 
 TransferStats PsWorker::push_pull(int64_t step, const float* grads, float* values) {
+  std::vector<PushReply> replies(clients_.size());
   on_every_server([&](int i) {
     const KeyRange r = ranges_[size_t(i)];
     const Bytes push = encode_push(o_.rank, step, r, grads + r.begin);
-    bytes_to_floats(clients_[size_t(i)]->request(push), values + r.begin, r.size(),
-                    str("parameter server ", i, "'s answer to the push of step ", step));
+    replies[size_t(i)] =
+        decode_push_reply(clients_[size_t(i)]->request(push), values + r.begin, r.size(),
+                          str("parameter server ", i, "'s answer to the push of step ", step));
   });
   TransferStats s;
+  for (const PushReply& p : replies) {
+    s.reply.version = std::max(s.reply.version, p.version);
+    s.reply.staleness = std::max(s.reply.staleness, p.staleness);
+    s.reply.lead = std::max(s.reply.lead, p.lead);
+    s.reply.dropped |= p.dropped;
+    s.reply.held_s = std::max(s.reply.held_s, p.held_s);
+  }
   s.bytes_sent = uint64_t(layout_.total) * sizeof(float);
   s.bytes_received = s.bytes_sent;
   return s;

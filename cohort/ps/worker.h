@@ -6,13 +6,15 @@
 //
 // push_pull() sends every server its range of the gradient at once (one request per server,
 // all in flight before waiting for any) and writes back the values each server answers once
-// the step's update is applied (BSP). Every wait has the deadline `timeout`; an error names the
+// the server answers (BSP: the step's update is applied; SSP: the slowest worker is close
+// enough). Every wait has the deadline `timeout`; an error names the
 // server ("parameter server 1 at 127.0.0.1:41234").
 #include <chrono>
 #include <memory>
 #include <vector>
 
 #include "cohort/comm/service/client.h"
+#include "cohort/ps/consistency.h"
 #include "cohort/ps/protocol.h"
 #include "cohort/rendezvous/store.h"
 
@@ -29,10 +31,14 @@ struct WorkerOptions {
   rendezvous::SecretPolicy secret_policy = rendezvous::SecretPolicy::kRequired;
   Millis timeout = std::chrono::seconds(300);  // find, connect, and each request
   int64_t total_steps = 0;                     // sent in hello, for the servers' LR schedule
+  Consistency consistency;                     // the servers' mode (the worker reports it)
 };
 
 struct TransferStats {
   uint64_t bytes_sent = 0, bytes_received = 0;
+  // push_pull: over the servers, the largest staleness, lead and hold, and whether any server
+  // dropped the push (BSP with backup workers).
+  PushReply reply;
 };
 
 class PsWorker {

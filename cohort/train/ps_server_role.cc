@@ -2,9 +2,12 @@
 
 #include "cohort/core/logging.h"
 #include "cohort/core/thread_pool.h"
+#include "cohort/ps/ps_strategy.h"
 #include "cohort/ps/server.h"
 #include "cohort/rendezvous/tcp_store.h"
 #include "cohort/train/components.h"
+#include "cohort/train/metrics_log.h"
+#include "cohort/train/trainer_state.h"
 
 namespace cohort::train {
 namespace {
@@ -14,6 +17,39 @@ int required_int(const rendezvous::EnvMap& env, const char* name) {
   COHORT_CHECK_ARG(v >= 0, "parameter server: ", name,
                    " is not set (servers are started by `cohort train --servers S`)");
   return v;
+}
+
+// The end of a server's run: a log line (updates/s, dropped pushes, staleness, the straggler
+// if any) and a "server_summary" record in <run dir>/metrics.server<i>.jsonl.
+void report(const Config& cfg, int index, const ps::ServerStats& st) {
+  const double ups = st.seconds > 0 ? double(st.updates) / st.seconds : 0;
+  log::info("ps", "parameter server ", index, ": every worker finished; ", st.updates,
+            " updates in ", st.seconds, " s (", ups, " updates/s), ", st.pushes, " pushes, ",
+            st.dropped, " dropped, ", st.held, " held by SSP; staleness max ", st.max_staleness,
+            ", mean ", st.mean_staleness);
+  nlohmann::json j{{"event", "server_summary"},
+                   {"server", index},
+                   {"updates", st.updates},
+                   {"pushes", st.pushes},
+                   {"updates_per_s", ups},
+                   {"dropped_pushes", st.dropped},
+                   {"held_answers", st.held},
+                   {"staleness_max", st.max_staleness},
+                   {"staleness_mean", st.mean_staleness}};
+  nlohmann::json medians = nlohmann::json::array();
+  for (double m : st.median_step_s) medians.push_back(1e3 * m);
+  j["median_step_ms"] = medians;
+  if (st.straggler) {
+    const ps::Straggler& s = *st.straggler;
+    log::warn("ps", "parameter server ", index, ": straggler: worker ", s.rank, ", median step ",
+              1e3 * s.median_s, " ms against ", 1e3 * s.others_median_s, " ms for the others (",
+              s.median_s / s.others_median_s, "x)");
+    j["straggler"] = {{"rank", s.rank},
+                      {"median_step_ms", 1e3 * s.median_s},
+                      {"others_median_step_ms", 1e3 * s.others_median_s}};
+  }
+  const std::string dir = make_run_dir(cfg, /*write_config=*/false);
+  MetricsLog(detail::str(dir, "/metrics.server", index, ".jsonl")).write(j);
 }
 
 }  // namespace
@@ -41,6 +77,7 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
   o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
   o.make_optimizer = [&cfg](optim::NamedParams p) { return make_optimizer(cfg, std::move(p)); };
   o.make_schedule = [&cfg](int64_t total) { return make_schedule(cfg, total); };
+  o.consistency = ps::consistency_from_config(cfg, o.num_workers);
   double timeout_s = cfg.get_float("ps.timeout_s");
   if (timeout_s <= 0) timeout_s = cfg.get_float("comm.timeout_s");
   const auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000.0));
@@ -54,8 +91,7 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
        .connect_timeout = timeout});
   store.set_string(ps::server_key(index), server.address());
   server.wait(timeout);
-  log::info("ps", "parameter server ", index, ": every worker finished after ", server.step(),
-            " steps");
+  report(cfg, index, server.stats());
 }
 
 }  // namespace cohort::train

@@ -75,6 +75,22 @@ void add_ckpt_keys(ConfigRegistry& r) {
 }
 
 void add_fault_keys(ConfigRegistry& r) {
+  r.add({"fault.slow_rank",
+         T::kInt,
+         int64_t(-1),
+         "Fault injection (stragglers): the rank whose steps take fault.slow_factor times as "
+         "long: after each step it sleeps (factor - 1) times the step's time (batch, forward, "
+         "backward, optimizer, communication). -1: none.",
+         "",
+         {},
+         -1.0});
+  r.add({"fault.slow_factor",
+         T::kFloat,
+         1.0,
+         "Fault injection: how many times slower fault.slow_rank computes (>= 1).",
+         "",
+         {},
+         1.0});
   r.add({"fault.kill_rank",
          T::kInt,
          int64_t(-1),

@@ -1,6 +1,7 @@
 // Trainer's epoch/step loop: one step, its timings and metrics, evaluation points.
 #include <csignal>
 #include <cstdio>
+#include <thread>
 
 #include "cohort/data/loader.h"
 #include "cohort/data/text.h"
@@ -14,6 +15,18 @@ namespace {
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// fault.slow_rank / fault.slow_factor: the straggler seam. After each step that rank sleeps
+// (factor - 1) times the step's own time (batch, forward, backward, optimizer and the
+// strategy's communication), so its steps take `factor` times as long; the sleep counts as
+// backward time (the worker "computes" slower).
+void maybe_slow_down(const Trainer::State& s, StepTimes& t) {
+  if (s.world->rank != s.cfg.get_int("fault.slow_rank")) return;
+  const double extra = (s.cfg.get_float("fault.slow_factor") - 1) * t.total_s();
+  if (extra <= 0) return;
+  std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+  t.backward_s += extra;
 }
 
 // One optimizer step over `micro` (train.grad_accum_steps micro-batches, fewer at the end of
@@ -46,6 +59,7 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
   t.comm_s = c.comm_s;
   t.bytes_sent = c.bytes_sent;
   t.bytes_received = c.bytes_received;
+  maybe_slow_down(s, t);
   return loss_sum / double(micro.size());
 }
 
@@ -70,6 +84,7 @@ void log_step(Trainer::State& s, double loss, int64_t epoch, double sps) {
                    {"loss", loss},         {"lr", s.opt->lr()},
                    {"samples_per_s", sps}, {"time_s", seconds_since(s.start)}};
   j.update(s.metrics.take_interval());
+  j.update(s.strategy->take_interval_metrics());
   s.log->write(j);
 }
 

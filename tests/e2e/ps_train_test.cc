@@ -1,5 +1,6 @@
 // `cohort train --workers N --servers S` (parallel.strategy = "ps") end to end, with real
-// processes: BSP over 1 and 2 servers trains exactly like one process with the combined batch,
+// processes: BSP over 1 and 2 servers trains exactly like one process with the combined batch;
+// SSP, ASP and backup workers with a slowed worker (fault.slow_rank), read from the metrics;
 // and the launch refuses what this version does not support, each with a clear message.
 #include <gtest/gtest.h>
 
@@ -55,14 +56,7 @@ void expect_close(const cohort::NamedTensors& a, const cohort::NamedTensors& b,
 }
 
 nlohmann::json summary(const fs::path& metrics) {
-  std::ifstream in(metrics);
-  std::string line;
-  nlohmann::json last;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j["event"] == "summary") last = j;
-  }
-  return last;
+  return cohort::testing::last_record(metrics, "summary");
 }
 
 void bsp_equals_one_process(const std::string& optim) {
@@ -137,12 +131,107 @@ TEST(PsTrain, WhatThisVersionDoesNotSupportIsRefusedClearly) {
        "does not support optim.clip_grad_norm yet"},
       {ps + " --workers 2 --servers 1 --resume auto", "'ps' cannot resume yet"},
       {ps, "'ps' needs parameter servers"},
+      {ps + " --workers 2 --servers 1 --set ps.mode=ssp --set ps.staleness=-1", "ps.staleness"},
+      {ps + " --workers 2 --servers 1 --set ps.staleness=2",
+       "ps.staleness is set (2) but ps.mode = 'bsp'"},
+      {ps + " --workers 2 --servers 1 --set ps.backup_workers=2",
+       "ps.backup_workers = 2 must be less than the 2 workers"},
+      {ps + " --workers 2 --servers 1 --set ps.mode=asp --set ps.backup_workers=1",
+       "ps.backup_workers = 1 applies to ps.mode = 'bsp' only"},
+      {ps + " --workers 2 --servers 1 --set ps.staleness_lr=true",
+       "ps.staleness_lr applies to ps.mode = 'asp' or 'ssp'"},
+      {ps + " --workers 2 --servers 1 --set ps.mode=async", "ps.mode"},
   };
   for (const Case& c : cases) {
     CliResult r = run_cli(job(d, "r", 32) + c.args);
     EXPECT_NE(r.status, 0) << c.args << "\n" << r.output;
     EXPECT_TRUE(contains(r, c.message)) << c.args << "\n" << r.output;
   }
+}
+
+// A job of `workers` workers and one server with worker `slow` computing `factor` times slower;
+// 1280 samples of batch 32.
+CliResult slowed_job(const fs::path& d, const std::string& name, int workers, int slow,
+                     double factor, const std::string& extra) {
+  return run_cli(job(d, name, 32) + extra + " --set parallel.strategy=ps --workers " +
+                 std::to_string(workers) + " --servers 1 --set fault.slow_rank=" +
+                 std::to_string(slow) + " --set fault.slow_factor=" + std::to_string(factor));
+}
+
+fs::path metrics_of(const fs::path& run, int rank) {
+  return run / (rank == 0 ? "metrics.jsonl" : "metrics.rank" + std::to_string(rank) + ".jsonl");
+}
+
+// The SSP bound: one worker slowed 4x, s = 2. No worker ever ran more than 2 steps
+// ahead of the slowest (lead_max, from the servers' replies), and the fast one was held.
+TEST(PsTrain, SspKeepsEveryWorkerWithinStalenessStepsOfTheSlowestAndBlocksTheFastOne) {
+  fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "ssp");
+  CliResult r = slowed_job(d, "ssp", 2, 1, 4, " --set ps.mode=ssp --set ps.staleness=2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (int rank : {0, 1}) {
+    nlohmann::json s = summary(metrics_of(d / "ssp", rank));
+    EXPECT_EQ(s["steps"], 20) << s.dump();
+    EXPECT_EQ(s["ps_mode"], "ssp") << s.dump();
+    EXPECT_LE(s["lead_max"].get<int>(), 2) << s.dump();
+    EXPECT_TRUE(s["staleness_hist"].is_object()) << s.dump();
+  }
+  nlohmann::json fast = summary(metrics_of(d / "ssp", 0));
+  EXPECT_GT(fast["ssp_blocked_s"].get<double>(), 0) << fast.dump();
+  nlohmann::json server =
+      cohort::testing::last_record(d / "ssp" / "metrics.server0.jsonl", "server_summary");
+  EXPECT_EQ(server["updates"], 40) << server.dump();
+  EXPECT_GT(server["held_answers"].get<int>(), 0) << server.dump();
+  EXPECT_EQ(server["straggler"]["rank"], 1) << server.dump() << r.output;
+  EXPECT_TRUE(contains(r, "straggler: worker 1")) << r.output;
+}
+
+// ASP with a slowed worker (and with staleness-scaled learning rates): every worker does all its
+// steps, pushes are stale, and the loss falls.
+TEST(PsTrain, AspWithASlowedWorkerFinishesEveryWorkersStepsAndLearns) {
+  fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "asp");
+  for (std::string lr : {"false", "true"}) {
+    const std::string name = "asp_" + lr;
+    CliResult r = slowed_job(d, name, 2, 1, 3,
+                             " --set ps.mode=asp --set optim.lr=0.05 --set ps.staleness_lr=" + lr);
+    ASSERT_EQ(r.status, 0) << r.output;
+    for (int rank : {0, 1}) {
+      nlohmann::json s = summary(metrics_of(d / name, rank));
+      EXPECT_EQ(s["steps"], 20) << s.dump();
+      EXPECT_EQ(s["ssp_blocked_s"], 0.0) << s.dump();
+    }
+    nlohmann::json server =
+        cohort::testing::last_record(d / name / "metrics.server0.jsonl", "server_summary");
+    EXPECT_EQ(server["updates"], 40) << server.dump();
+    EXPECT_GT(server["staleness_max"].get<int>(), 0) << server.dump();
+    // The loss falls: the first logged step's against the evaluation after training.
+    std::ifstream in(metrics_of(d / name, 0));
+    std::string line;
+    double first = -1;
+    while (std::getline(in, line) && first < 0) {
+      auto j = nlohmann::json::parse(line);
+      if (j["event"] == "step") first = j["loss"].get<double>();
+    }
+    EXPECT_LT(summary(metrics_of(d / name, 0))["eval_loss"].get<double>(), first) << lr;
+  }
+}
+
+// BSP with one backup worker of three, the third slowed: its late pushes are dropped and
+// counted, and the run completes with every worker's steps.
+TEST(PsTrain, BspWithABackupWorkerDropsTheSlowWorkersLatePushes) {
+  fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "backup");
+  CliResult r = slowed_job(d, "b", 3, 2, 4, " --set ps.backup_workers=1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  int64_t dropped = 0;
+  for (int rank : {0, 1, 2}) {
+    nlohmann::json s = summary(metrics_of(d / "b", rank));
+    EXPECT_EQ(s["steps"], 14) << s.dump();  // ceil(ceil(1280 / 3) / 32)
+    dropped += s["dropped_pushes"].get<int64_t>();
+  }
+  EXPECT_GT(dropped, 0);
+  nlohmann::json server =
+      cohort::testing::last_record(d / "b" / "metrics.server0.jsonl", "server_summary");
+  EXPECT_EQ(server["dropped_pushes"].get<int64_t>(), dropped) << server.dump();
+  EXPECT_EQ(server["updates"], 14) << server.dump();
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 #pragma once
 // Run directories of the e2e tests: a fresh one per test (removed when the test binary exits)
-// and the newest checkpoint a run wrote.
+// the newest checkpoint a run wrote, and the last record of an event in a metrics file.
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,18 @@ inline std::filesystem::path newest_checkpoint(const std::filesystem::path& run)
     if (n.rfind("step-", 0) == 0 && (best.empty() || n > best.filename().string())) best = e.path();
   }
   return best;
+}
+
+// The last record with "event" = `event` in a JSONL metrics file (null if none).
+inline nlohmann::json last_record(const std::filesystem::path& jsonl, const std::string& event) {
+  std::ifstream in(jsonl);
+  std::string line;
+  nlohmann::json last;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == event) last = j;
+  }
+  return last;
 }
 
 }  // namespace cohort::testing

@@ -1,10 +1,12 @@
 // ParamServer and PsWorker in one process (ps/server.h, ps/worker.h): BSP averaging over one and
-// two servers, and every refusal the issue asks for: a worker with another model, a push of the
-// wrong size, an unreachable server, a garbage client, a worker that leaves without goodbye.
+// two servers; ASP, SSP and backup workers; and every refusal the issue asks for: a worker with
+// another model, a push of the wrong size, an unreachable server, a garbage client, a worker that
+// leaves without goodbye.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "cohort/comm/service/client.h"
@@ -28,7 +30,8 @@ NamedTensors model(int64_t second = 3) {
 }
 
 struct Job {
-  explicit Job(int servers, int workers) : secret(rendezvous::Secret::generate()) {
+  explicit Job(int servers, int workers, Consistency c = {})
+      : secret(rendezvous::Secret::generate()) {
     for (int i = 0; i < servers; ++i) {
       ServerOptions o;
       o.index = i;
@@ -36,6 +39,7 @@ struct Job {
       o.num_workers = workers;
       o.params = model();
       o.secret = secret;
+      o.consistency = c;
       o.make_optimizer = [](optim::NamedParams p) {
         return std::make_unique<optim::SGD>(std::move(p), optim::SgdOptions{.lr = kLr});
       };
@@ -180,6 +184,81 @@ TEST(PsServer, AWorkerThatLeavesWithoutGoodbyeIsNamed) {
   std::string m = message_of([&] { job.servers[0]->wait(5s); });
   EXPECT_NE(m.find("parameter server 0: worker 1"), std::string::npos) << m;
   EXPECT_NE(m.find("left without saying goodbye"), std::string::npos) << m;
+}
+
+// ASP: each push is applied on arrival and answered at once; the second worker's push is one
+// update stale (it last received the initial values). With staleness_lr, worker 0's second
+// push, two updates stale, moves half as far (lr / 2); one update stale is not scaled.
+TEST(PsServer, AspAppliesEachPushOnArrivalAndReportsItsStaleness) {
+  for (bool scaled : {false, true}) {
+    Job job(1, 2, {.mode = Mode::kAsp, .staleness_lr = scaled});
+    const Layout layout = layout_of(model());
+    PsWorker w0(job.worker(0, 2), layout), w1(job.worker(1, 2), layout);
+    std::vector<float> v(7), g(7, 1.0f);
+    w0.pull(v.data());
+    w1.pull(v.data());
+    TransferStats a = w0.push_pull(0, g.data(), v.data());
+    EXPECT_EQ(v[0], 1 - 0.5f);
+    EXPECT_EQ(a.reply.staleness, 0);
+    TransferStats b = w1.push_pull(0, g.data(), v.data());
+    EXPECT_EQ(v[0], 1 - 1.0f);
+    EXPECT_EQ(b.reply.staleness, 1);
+    w1.push_pull(1, g.data(), v.data());  // worker 0 is now two updates behind
+    TransferStats c = w0.push_pull(1, g.data(), v.data());
+    EXPECT_EQ(c.reply.staleness, 2);
+    EXPECT_EQ(v[0], scaled ? 1 - 1.5f - 0.25f : 1 - 2.0f);
+    w0.bye();
+    w1.bye();
+    job.servers[0]->wait(5s);
+    EXPECT_EQ(job.servers[0]->stats().updates, 4);
+    EXPECT_EQ(job.servers[0]->stats().max_staleness, 2);
+  }
+}
+
+// SSP with staleness 1: worker 0 may run one step ahead of worker 1; its second push is held
+// until worker 1 pushes, and says how long it was held.
+TEST(PsServer, SspHoldsTheFastWorkersAnswerUntilTheSlowestCatchesUp) {
+  Job job(2, 2, {.mode = Mode::kSsp, .staleness = 1});
+  const Layout layout = layout_of(model());
+  PsWorker w0(job.worker(0, 2), layout), w1(job.worker(1, 2), layout);
+  std::vector<float> v0(7), v1(7), g(7, 1.0f);
+  w0.push_pull(0, g.data(), v0.data());  // clock 1, slowest 0: within 1
+  auto held = std::async(std::launch::async, [&] { return w0.push_pull(1, g.data(), v0.data()); });
+  EXPECT_EQ(held.wait_for(200ms), std::future_status::timeout);  // clock 2, slowest 0: held
+  w1.push_pull(0, g.data(), v1.data());
+  TransferStats s = held.get();
+  EXPECT_GT(s.reply.held_s, 0.1);
+  EXPECT_EQ(s.reply.lead, 1);
+  w0.bye();  // a finished worker holds no one back
+  w1.push_pull(1, g.data(), v1.data());
+  w1.push_pull(2, g.data(), v1.data());
+  w1.bye();
+  for (auto& srv : job.servers) {
+    srv->wait(5s);
+    EXPECT_EQ(srv->stats().held, 1);
+    EXPECT_EQ(srv->stats().updates, 5);
+  }
+}
+
+// BSP with one backup worker of three: step 0 is applied with the first two pushes; the third
+// is dropped and answered with step 0's values.
+TEST(PsServer, BspWithABackupWorkerDropsTheLatePushAndStillAnswersIt) {
+  Job job(1, 3, {.backup_workers = 1});
+  const Layout layout = layout_of(model());
+  PsWorker w0(job.worker(0, 3), layout), w1(job.worker(1, 3), layout), w2(job.worker(2, 3), layout);
+  std::vector<float> v0(7), v1(7), v2(7), g(7, 1.0f), g2(7, 2.0f);
+  auto first = std::async(std::launch::async, [&] { return w0.push_pull(0, g.data(), v0.data()); });
+  w1.push_pull(0, g2.data(), v1.data());
+  first.get();
+  EXPECT_EQ(v0[0], 1 - 0.5f * 1.5f);  // the mean of the first two
+  EXPECT_EQ(v1, v0);
+  TransferStats late = w2.push_pull(0, g.data(), v2.data());
+  EXPECT_EQ(late.reply.dropped, 1);
+  EXPECT_EQ(v2, v0);
+  for (PsWorker* w : {&w0, &w1, &w2}) w->bye();
+  job.servers[0]->wait(5s);
+  EXPECT_EQ(job.servers[0]->stats().dropped, 1);
+  EXPECT_EQ(job.servers[0]->step(), 1);
 }
 
 }  // namespace

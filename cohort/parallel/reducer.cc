@@ -90,6 +90,23 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
   if (shared == 0 && all_shared) {
     for (Bucket& b : buckets_) b.flat = zeros({int64_t(b.layout.numel)});
   }
+  describe_buckets();
+}
+
+// What each bucket's comm hook is handed: fixed for a bucket assignment, so built here once
+// rather than (names copied) at every launch.
+void Reducer::describe_buckets() {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    bucket.view = {.index = b,
+                   .num_buckets = buckets_.size(),
+                   .data = static_cast<float*>(bucket.flat.raw_data()),
+                   .numel = bucket.layout.numel,
+                   .parameters = {},
+                   .offsets = bucket.layout.offsets,
+                   .timeout = options_.timeout};
+    for (size_t p : bucket.layout.params) bucket.view.parameters.push_back(params_[p].name);
+  }
 }
 
 void Reducer::install_hooks() {

@@ -75,7 +75,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     Tensor flat;  // [numel] f32
     size_t pending = 0;
     comm::Work work;
-    GradBucket view;  // what the hook got; lives until the bucket is rebuilt (after all waits)
+    GradBucket view;  // what the hook is handed; lives until the buckets are rebuilt
     Clock::time_point launched_at, done_at;
     bool observed_done = false;
   };
@@ -84,6 +84,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   };
 
   void build_buckets(const std::vector<size_t>& order);
+  void describe_buckets();
   Tensor bucket_buffer(size_t numel, bool* in_arena);
   void on_grad_ready(size_t p);
   void begin_iteration();

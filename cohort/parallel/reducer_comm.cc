@@ -17,17 +17,8 @@ double seconds(Reducer::Clock::duration d) {
 
 void Reducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
-  GradBucket& view = bucket.view;
-  view = {.index = b,
-          .num_buckets = buckets_.size(),
-          .data = static_cast<float*>(bucket.flat.raw_data()),
-          .numel = bucket.layout.numel,
-          .parameters = {},
-          .offsets = bucket.layout.offsets,
-          .timeout = options_.timeout};
-  for (size_t p : bucket.layout.params) view.parameters.push_back(params_[p].name);
   try {
-    bucket.work = hook_->run(group_, view);
+    bucket.work = hook_->run(group_, bucket.view);
     COHORT_CHECK_ARG(bucket.work.valid(), "comm hook '", hook_->name(), "' returned an empty Work");
   } catch (...) {
     rethrow_with_context(std::current_exception(), bucket_name(b) + ": cannot launch: ");

@@ -1,6 +1,7 @@
 #include "cohort/ps/worker.h"
 
 #include <algorithm>
+#include <charconv>
 #include <exception>
 #include <thread>
 
@@ -14,9 +15,14 @@ namespace {
 
 std::pair<std::string, uint16_t> split_address(const std::string& a, int index) {
   const size_t colon = a.rfind(':');
-  COHORT_CHECK_ARG(colon != std::string::npos && colon > 0, "parameter server ", index,
-                   " published a malformed address '", a, "'");
-  return {a.substr(0, colon), uint16_t(std::stoi(a.substr(colon + 1)))};
+  const std::string port = colon == std::string::npos ? "" : a.substr(colon + 1);
+  unsigned value = 0;
+  auto [end, err] = std::from_chars(port.data(), port.data() + port.size(), value);
+  COHORT_CHECK_IO(colon != std::string::npos && colon > 0 && err == std::errc() &&
+                      end == port.data() + port.size() && value > 0 && value <= 65535,
+                  "parameter server ", index, " published a malformed address '", a,
+                  "' (expected HOST:PORT)");
+  return {a.substr(0, colon), uint16_t(value)};
 }
 
 }  // namespace

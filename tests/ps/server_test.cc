@@ -157,6 +157,20 @@ TEST(PsServer, AnUnreachableServerIsAnErrorWithinTheTimeoutNamingIt) {
   EXPECT_NE(m.find("parameter server 1 at " + dead), std::string::npos) << m;
 }
 
+TEST(PsServer, AMalformedPublishedAddressIsAnErrorNamingIt) {
+  Job job(1, 1);
+  WorkerOptions o = job.worker(0, 1);
+  o.num_servers = 2;
+  o.timeout = 300ms;
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", ":41000"}) {
+    job.store->set_string(server_key(1), bad);
+    std::string m = message_of([&] { PsWorker w(o, layout_of(model())); });
+    EXPECT_NE(m.find(std::string("parameter server 1 published a malformed address '") + bad),
+              std::string::npos)
+        << m;
+  }
+}
+
 TEST(PsServer, AGarbageClientIsRefusedWhileTheWorkersGoOn) {
   Job job(1, 1);
   PsWorker w(job.worker(0, 1), layout_of(model()));

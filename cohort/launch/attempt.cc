@@ -42,13 +42,15 @@ struct Attempt::Worker {
   LineRelay err;
   bool running = false;
   int status = 0;
+  int restarts = 0;  // a parameter server restarted alone
 };
 
 Attempt::Attempt(const LaunchOptions& options, const JobPlan& plan, int restart, uint16_t port,
-                 uint16_t torch_port, SignalRelay& relay)
+                 uint16_t torch_port, SignalRelay& relay, int restarts_left)
     : options_(options),
       plan_(plan),
       restart_(restart),
+      restarts_left_(restarts_left),
       port_(port),
       torch_port_(torch_port),
       relay_(relay) {}
@@ -112,11 +114,12 @@ rendezvous::EnvMap Attempt::job_env() const {
   return env;
 }
 
-std::vector<std::string> Attempt::server_env(int index) const {
+std::vector<std::string> Attempt::server_env(int index, int restarts) const {
   rendezvous::EnvMap env = job_env();
   auto set = [&env](const char* k, const auto& v) { env[k] = cohort::detail::str(v); };
   set("COHORT_ROLE", "server");
   set("COHORT_SERVER_INDEX", index);
+  set("COHORT_SERVER_RESTARTS", restarts);
   set("COHORT_NUM_WORKERS", options_.nnodes * options_.nproc_per_node);
   return env_list(env);
 }
@@ -148,9 +151,37 @@ void Attempt::spawn_all() {
   for (int i = 0; i < options_.num_servers; ++i) {  // not pinned: they mostly wait
     const std::string tag = cohort::detail::str("[server ", i, "] ");
     workers_.push_back(std::make_unique<Worker>(world + i, -1, options_.tag_output ? tag : ""));
-    workers_.back()->proc = spawn_child(SpawnSpec{options_.command, server_env(i), -1});
-    workers_.back()->running = true;
+    spawn_server(*workers_.back(), i, 0);
   }
+}
+
+void Attempt::spawn_server(Worker& w, int index, int restarts) {
+  w.proc = spawn_child(SpawnSpec{options_.command, server_env(index, restarts), -1});
+  w.running = true;
+  w.status = 0;
+  w.restarts = restarts;
+}
+
+bool Attempt::restart_server(Worker& w) {
+  const int world = options_.nnodes * options_.nproc_per_node;
+  if (w.rank < world || restarts_left_ <= 0) return false;
+  const int index = w.rank - world;
+  --restarts_left_;
+  ++outcome_.server_restarts;
+  const std::string how = cohort::detail::str(
+      WIFSIGNALED(w.status) ? "was killed by " : "exited with ", describe_status(w.status));
+  std::fprintf(stderr,
+               "cohort run: parameter server %d %s; restarting it alone (server restart %d), the "
+               "workers wait for it\n",
+               index, how.c_str(), w.restarts + 1);
+  std::fflush(stderr);
+  for (int* fd : {&w.proc.out_fd, &w.proc.err_fd}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+  signal_group(w.proc.pid, SIGKILL);  // its own children, if any
+  spawn_server(w, index, w.restarts + 1);
+  return true;
 }
 
 bool Attempt::any_running() const {
@@ -287,6 +318,7 @@ void Attempt::reap() {
     drain(w->proc.err_fd, w->err);
     const bool failed = !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
     if (!failed || stopping_ || outcome_.signal != 0) continue;
+    if (outcome_.failed_rank < 0 && restart_server(*w)) continue;
     bool signaled_over_exit =
         outcome_.failed_rank >= 0 && WIFSIGNALED(w->status) && !WIFSIGNALED(outcome_.status);
     if (outcome_.failed_rank < 0 || signaled_over_exit) {

@@ -26,19 +26,22 @@ struct JobPlan {
 };
 
 struct AttemptOutcome {
-  int failed_rank = -1;  // global rank of the first failure (world + i: server i), -1 if none
-  int status = 0;        // its waitpid status
-  int signal = 0;        // SIGINT/SIGTERM received by the launcher, 0 if none
-  std::string tail;      // last lines of the failed rank, indented
-  std::string unreaped;  // workers that outlived SIGKILL + deadline (should be empty)
+  int failed_rank = -1;     // global rank of the first failure (world + i: server i), -1 if none
+  int status = 0;           // its waitpid status
+  int signal = 0;           // SIGINT/SIGTERM received by the launcher, 0 if none
+  std::string tail;         // last lines of the failed rank, indented
+  std::string unreaped;     // workers that outlived SIGKILL + deadline (should be empty)
+  int server_restarts = 0;  // parameter servers restarted alone during the attempt
 };
 
 class Attempt {
  public:
   // port: where this attempt's store listens (the caller started it if this node hosts it);
-  // torch_port: the workers' MASTER_PORT (torch_env.h).
+  // torch_port: the workers' MASTER_PORT (torch_env.h). restarts_left: how many failed
+  // parameter servers may be restarted alone, the workers running on (they wait for it and
+  // replay, ps/worker.h); a failed worker still ends the attempt.
   Attempt(const LaunchOptions& options, const JobPlan& plan, int restart, uint16_t port,
-          uint16_t torch_port, SignalRelay& relay);
+          uint16_t torch_port, SignalRelay& relay, int restarts_left = 0);
   ~Attempt();  // kills and reaps whatever is left if run() threw
   Attempt(const Attempt&) = delete;
   Attempt& operator=(const Attempt&) = delete;
@@ -52,7 +55,11 @@ class Attempt {
   void spawn_all();
   rendezvous::EnvMap job_env() const;
   std::vector<std::string> worker_env(int local_rank) const;
-  std::vector<std::string> server_env(int index) const;
+  std::vector<std::string> server_env(int index, int restarts) const;
+  void spawn_server(Worker& w, int index, int restarts);
+  // A failed server with restarts left: started again (same store, COHORT_SERVER_RESTARTS
+  // counts its restarts). False when it cannot be.
+  bool restart_server(Worker& w);
   void watch();
   void stop(int sig);
   // kUntilEscalated: also return early when a second signal asked to stop waiting.
@@ -69,6 +76,7 @@ class Attempt {
   const LaunchOptions& options_;
   const JobPlan& plan_;
   int restart_;
+  int restarts_left_;
   uint16_t port_;
   uint16_t torch_port_;
   SignalRelay& relay_;

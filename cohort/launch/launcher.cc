@@ -63,11 +63,9 @@ void validate(const LaunchOptions& o) {
                    o.max_restarts, " is supported only on a single node for now (--nnodes ",
                    o.nnodes, "): restarting would need every node to restart together");
   COHORT_CHECK_ARG(o.num_servers >= 0, "cohort run: --servers must be >= 0, got ", o.num_servers);
-  COHORT_CHECK_ARG(o.num_servers == 0 || (o.nnodes == 1 && o.max_restarts == 0),
-                   "cohort run: --servers is supported on a single node without --max-restarts "
-                   "for now (got --nnodes ",
-                   o.nnodes, ", --max-restarts ", o.max_restarts,
-                   "): multi-node parameter servers and server restarts come later");
+  COHORT_CHECK_ARG(o.num_servers == 0 || o.nnodes == 1,
+                   "cohort run: --servers is supported on a single node for now (got --nnodes ",
+                   o.nnodes, "): multi-node parameter servers come later");
   COHORT_CHECK_ARG(o.stop_grace.count() >= 0, "cohort run: stop_grace must be >= 0 ms, got ",
                    o.stop_grace.count());
   COHORT_CHECK_ARG(o.nnodes == 1 || !o.master.empty(), "cohort run: --nnodes ", o.nnodes,
@@ -129,6 +127,7 @@ LaunchResult run(const LaunchOptions& options) {
   detail::SignalRelay relay;
   LaunchResult result;
   std::unique_ptr<rendezvous::TcpStoreServer> server;
+  int used = 0;  // restarts of the job plus parameter servers restarted alone
   for (int restart = 0;; ++restart) {
     // A fresh server per attempt, so workers never see keys of the previous attempt. It is
     // created while the previous one still holds its port, so an OS-chosen port always
@@ -146,8 +145,11 @@ LaunchResult run(const LaunchOptions& options) {
       return result;
     }
     detail::AttemptOutcome out =
-        detail::Attempt(options, plan, restart, port, torch_port, relay).run();
-    result.restarts = restart;
+        detail::Attempt(options, plan, restart, port, torch_port, relay,
+                        options.num_servers > 0 ? options.max_restarts - used : 0)
+            .run();
+    used += out.server_restarts;
+    result.restarts = used;
     const std::string unreaped =
         out.unreaped.empty() ? "" : str("; still running after SIGKILL: ", out.unreaped);
     if (out.signal != 0) {
@@ -166,11 +168,14 @@ LaunchResult run(const LaunchOptions& options) {
     const std::string who =
         server ? str("server ", out.failed_rank - world) : str("rank ", out.failed_rank);
     const std::string why = failure_summary(who, out.status);
-    if (restart < options.max_restarts) {
+    // A parameter-server job restarts its servers alone (in the attempt); a failed worker ends
+    // it: the servers' state and the workers' checkpoints do not resume together yet.
+    if (used < options.max_restarts && options.num_servers == 0) {
+      ++used;
       std::fprintf(stderr,
                    "cohort run: rank %d failed (%s); restarting all workers (restart %d "
                    "of %d)\n",
-                   out.failed_rank, detail::describe_status(out.status).c_str(), restart + 1,
+                   out.failed_rank, detail::describe_status(out.status).c_str(), used,
                    options.max_restarts);
       std::fflush(stderr);
       continue;
@@ -181,10 +186,15 @@ LaunchResult run(const LaunchOptions& options) {
     } else {
       result.failed_rank = out.failed_rank;
     }
-    const std::string restarts = options.max_restarts > 0 ? str(" (restarts used: ", restart,
-                                                                " of ", options.max_restarts, ")")
-                                                          : std::string();
-    result.message = str(why, restarts, "; last lines of ", who, ":\n", out.tail, unreaped);
+    const std::string restarts =
+        options.max_restarts > 0 ? str(" (restarts used: ", used, " of ", options.max_restarts, ")")
+                                 : std::string();
+    const std::string ps_note =
+        options.num_servers > 0 && !server && options.max_restarts > 0
+            ? "; a parameter-server job restarts only its servers, not a failed worker (docs/ps.md)"
+            : "";
+    result.message =
+        str(why, restarts, ps_note, "; last lines of ", who, ":\n", out.tail, unreaped);
     return result;
   }
 }

@@ -56,6 +56,13 @@ bool SspGate::may_proceed(int rank) const {
   return slowest() >= clock_.at(size_t(rank)) - staleness_;
 }
 
+void SspGate::restore(const std::vector<int64_t>& clocks) {
+  COHORT_CHECK_ARG(clocks.size() == clock_.size(), "SspGate: ", clocks.size(),
+                   " worker clocks for ", clock_.size(), " workers");
+  for (int64_t c : clocks) COHORT_CHECK_ARG(c >= 0, "SspGate: negative clock ", c);
+  clock_ = clocks;
+}
+
 void SspGate::leave(int rank) {
   left_.at(size_t(rank)) = true;
 }

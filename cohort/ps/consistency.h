@@ -49,6 +49,10 @@ class SspGate {
   // The smallest clock of the workers still running (the largest clock if none runs).
   int64_t slowest() const;
   int64_t clock(int rank) const { return clock_.at(size_t(rank)); }
+  const std::vector<int64_t>& clocks() const { return clock_; }
+  // A restarted server's clocks, from its checkpoint (InvalidArgument for another worker count
+  // or a negative clock).
+  void restore(const std::vector<int64_t>& clocks);
 
  private:
   int64_t staleness_;

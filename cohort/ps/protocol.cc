@@ -48,6 +48,12 @@ class Reader {
 
 }  // namespace
 
+int64_t publish_server(rendezvous::Store& store, int index, const std::string& address) {
+  const int64_t generation = store.add(generation_key(index), 1);
+  store.set_string(server_key(index, generation), address);
+  return generation;
+}
+
 Bytes encode_hello(const Hello& h) {
   Bytes b;
   put(b, MsgKind::kHello);
@@ -61,6 +67,22 @@ Bytes encode_hello(const Hello& h) {
     put(b, p.numel);
   }
   return b;
+}
+
+Bytes encode_hello_reply(const HelloReply& r) {
+  Bytes b;
+  put(b, r.next_step);
+  put(b, r.checkpoints);
+  return b;
+}
+
+HelloReply decode_hello_reply(const Bytes& b, const std::string& what) {
+  COHORT_CHECK_ARG(b.size() == 9, what, ": expected a 9-byte answer, got ", b.size(), " bytes");
+  Reader r(b);
+  HelloReply h;
+  h.next_step = r.get<int64_t>();
+  h.checkpoints = r.get<uint8_t>();
+  return h;
 }
 
 Bytes encode_simple(MsgKind kind, int32_t rank) {
@@ -139,12 +161,13 @@ Bytes floats_to_bytes(const float* v, int64_t n) {
 
 Bytes encode_push_reply(const PushReply& r, const float* v, int64_t n) {
   Bytes b;
-  b.reserve(8 + 4 + 4 + 1 + 8 + size_t(n) * sizeof(float));
+  b.reserve(8 + 4 + 4 + 1 + 8 + 8 + size_t(n) * sizeof(float));
   put(b, r.version);
   put(b, r.staleness);
   put(b, r.lead);
   put(b, r.dropped);
   put(b, r.held_s);
+  put(b, r.durable);
   const auto* p = reinterpret_cast<const uint8_t*>(v);
   b.insert(b.end(), p, p + size_t(n) * sizeof(float));
   return b;
@@ -158,6 +181,7 @@ PushReply decode_push_reply(const Bytes& b, float* out, int64_t n, const std::st
   p.lead = r.get<int32_t>();
   p.dropped = r.get<uint8_t>();
   p.held_s = r.get<double>();
+  p.durable = r.get<int64_t>();
   size_t rest = 0;
   const uint8_t* v = r.rest(&rest);
   COHORT_CHECK_ARG(rest == size_t(n) * sizeof(float), what, ": expected ", n, " f32 values, got ",

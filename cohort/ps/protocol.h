@@ -2,13 +2,15 @@
 // The parameter server's messages, carried as service-channel requests (comm/service). Every
 // request starts with its kind and the worker's rank; the server answers each one:
 //
-//   hello  {rank, num_workers, total_steps, [(name, numel)]}  -> {}            once, first
+//   hello  {rank, num_workers, total_steps, [(name, numel)]}  -> HelloReply    first, and
+//          again after a reconnect (a restarted server tells where it resumed)
 //   pull   {rank}                                              -> f32[range]   current values
 //   push   {rank, step, begin, end, f32[end - begin] grads}    -> {PushReply, f32[range]}
 //          BSP: answered once the step's update is applied (push + pull in one round trip,
 //          BytePS's push_pull); ASP: at once, after this push's update; SSP: once the slowest
 //          worker is close enough (consistency.h)
 //   bye    {rank}                                              -> {}            clean shutdown
+//          (a server that checkpoints saves one first: the worker's last pushes are durable)
 //
 // Little-endian, fixed-width integers; strings and arrays are length-prefixed (u32 / i64).
 // Malformed input throws InvalidArgument (the server fails that request, naming it).
@@ -18,15 +20,23 @@
 
 #include "cohort/comm/service/wire.h"
 #include "cohort/ps/partition.h"
+#include "cohort/rendezvous/store.h"
 
 namespace cohort::ps {
 
 using comm::service::Bytes;
 
-// Where server i publishes its "host:port" in the job's rendezvous store.
-inline std::string server_key(int index) {
-  return "ps/server/" + std::to_string(index);
+// Where server i publishes its "host:port" in the job's rendezvous store: each start of it
+// (the first, then every restart) increments generation_key(i) and sets
+// server_key(i, generation). A worker whose server went away waits for a higher generation.
+inline std::string generation_key(int index) {
+  return "ps/server/" + std::to_string(index) + "/generation";
 }
+inline std::string server_key(int index, int64_t generation) {
+  return "ps/server/" + std::to_string(index) + "/" + std::to_string(generation);
+}
+// The server side of the above; returns the generation it published.
+int64_t publish_server(rendezvous::Store& store, int index, const std::string& address);
 
 enum class MsgKind : uint8_t { kHello = 1, kPull = 2, kPush = 3, kBye = 4 };
 
@@ -46,6 +56,14 @@ struct Push {
   int64_t count = 0;
 };
 
+// The server's answer to a hello.
+struct HelloReply {
+  int64_t next_step = 0;    // the step this worker's next push must carry (0 when fresh; after
+                            // a restart, the step the checkpoint resumed from)
+  uint8_t checkpoints = 0;  // the server checkpoints: the worker keeps its pushes since the last
+                            // durable one, to replay them if the server restarts
+};
+
 // What a server tells a worker about its push, before the values.
 struct PushReply {
   int64_t version = 0;    // server updates applied when the values were read
@@ -53,9 +71,12 @@ struct PushReply {
   int32_t lead = 0;       // steps the worker was ahead of the slowest (SSP bounds it)
   uint8_t dropped = 0;    // BSP with backup workers: the push came late and was not used
   double held_s = 0;      // how long the server held the answer (SSP's block)
+  int64_t durable = 0;    // this worker's pushes of steps < durable are in a checkpoint
 };
 
 Bytes encode_hello(const Hello& h);
+Bytes encode_hello_reply(const HelloReply& r);
+HelloReply decode_hello_reply(const Bytes& b, const std::string& what);
 Bytes encode_simple(MsgKind kind, int32_t rank);  // pull, bye
 // The header of a push; the gradients follow (append_floats), so they are copied once.
 Bytes encode_push(int32_t rank, int64_t step, KeyRange range, const float* grads);

@@ -40,6 +40,22 @@ void add_ps_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  r.add({"fault.kill_server",
+         ConfigType::kInt,
+         int64_t(-1),
+         "Fault injection (tests): the parameter server that kills itself with SIGKILL once its "
+         "step reaches fault.kill_server_at_step, on its first start only; -1: none.",
+         "",
+         {},
+         -1.0});
+  r.add({"fault.kill_server_at_step",
+         ConfigType::kInt,
+         int64_t(0),
+         "Fault injection: the step at which fault.kill_server dies (after that step's update "
+         "and any due checkpoint, before answering the pushes).",
+         "",
+         {},
+         0.0});
   r.add({"ps.timeout_s",
          ConfigType::kFloat,
          0.0,

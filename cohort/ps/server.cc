@@ -34,6 +34,12 @@ ParamServer::ParamServer(ServerOptions options)
   shard_.set_requires_grad(true);
   opt_ = o_.make_optimizer({{"shard", shard_}});
   grads_.resize(size_t(o_.num_workers));
+  durable_.assign(size_t(o_.num_workers), 0);
+  if (!o_.ckpt_dir.empty()) {
+    ckpt_ = std::make_unique<ckpt::CheckpointManager>(
+        ckpt::ManagerOptions{.dir = o_.ckpt_dir, .keep = o_.ckpt_keep, .async = false});
+    if (o_.restore) restore_newest();
+  }
   last_activity_ = std::chrono::steady_clock::now();
   comm::service::Handlers h;
   h.on_request = [this](const comm::service::Peer& p, uint64_t id, Bytes q) {
@@ -101,7 +107,8 @@ std::optional<Bytes> ParamServer::on_request(const comm::service::Peer& peer, ui
   }
   if (kind == MsgKind::kPush) return push(peer.id, id, payload);
   said_bye_.insert(rank);
-  gate_.leave(rank);  // a finished worker holds no one back
+  gate_.leave(rank);             // a finished worker holds no one back
+  if (ckpt_) save_checkpoint();  // its pushes are all in: none is left to replay
   release_held();
   log::debug("ps", who(), ": worker ", rank, " said bye");
   cv_.notify_all();
@@ -125,7 +132,7 @@ Bytes ParamServer::hello(uint64_t peer, const Bytes& payload) {
   }
   if (!schedule_) schedule_ = o_.make_schedule(h.total_steps);
   ranks_[peer] = h.rank;
-  return Bytes{};
+  return encode_hello_reply({next_step(h.rank), uint8_t(ckpt_ ? 1 : 0)});
 }
 
 int ParamServer::rank_of(uint64_t peer, int32_t claimed) const {
@@ -187,6 +194,7 @@ std::optional<Bytes> ParamServer::push_async(int rank, uint64_t peer, uint64_t i
   std::memcpy(grad.data<float>(), p.grads, size_t(range_.size()) * sizeof(float));
   optimize(grad, p.step,
            o_.consistency.staleness_lr ? std::max(1.0, double(reply.staleness)) : 1.0);
+  after_update();
   std::optional<Bytes> now;
   if (gate_.may_proceed(rank)) {
     now = answer(rank, reply);
@@ -216,6 +224,7 @@ void ParamServer::optimize(Tensor grad, int64_t step, double lr_divisor) {
 
 Bytes ParamServer::answer(int rank, PushReply reply) {
   reply.version = version_;
+  reply.durable = durable_[size_t(rank)];
   sent_version_[size_t(rank)] = version_;
   intervals_.answered(rank, std::chrono::steady_clock::now());
   return encode_push_reply(reply, shard_.data<float>(), range_.size());
@@ -253,9 +262,77 @@ void ParamServer::apply_update() {
   for (int64_t i = 0; i < range_.size(); ++i) g[i] *= scale;
   optimize(grad, step_, 1.0);
   ++step_;
+  after_update();
   for (const auto& [rank, pending] : pushed_)
     server_->respond(pending.peer, pending.request_id, answer(rank, pending.reply));
   pushed_.clear();
+}
+
+int64_t ParamServer::progress() const {
+  return o_.consistency.mode == Mode::kBsp ? step_ : version_ / o_.num_workers;
+}
+
+int64_t ParamServer::next_step(int rank) const {
+  return o_.consistency.mode == Mode::kBsp ? step_ : gate_.clock(rank);
+}
+
+std::vector<int64_t> ParamServer::clocks() const {
+  std::vector<int64_t> c;
+  for (int r = 0; r < o_.num_workers; ++r) c.push_back(next_step(r));
+  return c;
+}
+
+void ParamServer::after_update() {
+  const int64_t now = progress();
+  if (ckpt_ && o_.ckpt_every > 0 && now / o_.ckpt_every > checkpointed_at_ / o_.ckpt_every)
+    save_checkpoint();
+  if (o_.after_update) o_.after_update(now);
+}
+
+void ParamServer::save_checkpoint() {
+  ServerSnapshot s{o_.index,
+                   o_.num_servers,
+                   o_.num_workers,
+                   range_,
+                   step_,
+                   version_,
+                   clocks(),
+                   sent_version_,
+                   std::vector<int>(said_bye_.begin(), said_bye_.end()),
+                   shard_,
+                   opt_->export_state()};
+  ckpt_->save(to_checkpoint(s));  // synchronous: durable once it returns
+  durable_ = s.clocks;
+  checkpointed_at_ = progress();
+}
+
+void ParamServer::restore_newest() {
+  std::optional<ckpt::CheckpointData> d = ckpt_->load_latest();
+  if (!d) {
+    log::warn("ps", who(), ": restarted, but ", o_.ckpt_dir,
+              " holds no checkpoint that verifies; starting from the initial values");
+    return;
+  }
+  ServerSnapshot expect;
+  expect.index = o_.index;
+  expect.num_servers = o_.num_servers;
+  expect.num_workers = o_.num_workers;
+  expect.range = range_;
+  const ServerSnapshot s = from_checkpoint(*d, expect);
+  std::memcpy(shard_.data<float>(), s.shard.data<float>(), size_t(range_.size()) * sizeof(float));
+  opt_->import_state(s.optimizer);
+  step_ = s.step;
+  version_ = s.version;
+  sent_version_ = s.sent_version;
+  gate_.restore(s.clocks);
+  for (int r : s.said_bye) {
+    said_bye_.insert(r);
+    gate_.leave(r);
+  }
+  durable_ = s.clocks;
+  checkpointed_at_ = progress();
+  log::info("ps", who(), ": restarted from its checkpoint of version ", version_, " (step ",
+            progress(), ") in ", o_.ckpt_dir);
 }
 
 ServerStats ParamServer::stats() const {

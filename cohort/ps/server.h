@@ -27,6 +27,16 @@
 //   4. each worker says bye; wait() returns once all N did.
 // A worker that leaves without bye makes wait() throw naming it.
 //
+// Recovery (with ckpt_dir): the server checkpoints its shard, optimizer state and bookkeeping
+// (server_state.h) every `ckpt_every` steps (BSP: its steps; ASP/SSP: every ckpt_every * N
+// pushes) and when a worker says bye, synchronously, before answering: each answer's
+// PushReply::durable tells the worker which of its pushes a checkpoint holds. Workers keep the
+// pushes after that (worker.h). A restarted server (restore = true) loads its newest checkpoint
+// that verifies and answers each worker's hello with the step its pushes must resume from; the
+// workers replay their kept pushes from there, in order. In BSP every step's update is then
+// recomputed from the same N gradients, summed in rank order: the run ends bit-identical to an
+// uninterrupted one.
+//
 // Threads: the handlers run on the service loop thread; wait() on the caller's. State is under
 // mu_. The update (an elementwise optimizer over the slice) runs on the loop thread.
 #include <chrono>
@@ -44,6 +54,7 @@
 #include "cohort/optim/schedule.h"
 #include "cohort/ps/consistency.h"
 #include "cohort/ps/protocol.h"
+#include "cohort/ps/server_state.h"
 
 namespace cohort::ps {
 
@@ -62,6 +73,15 @@ struct ServerOptions {
   std::function<std::unique_ptr<optim::Optimizer>(optim::NamedParams)> make_optimizer;
   std::function<std::unique_ptr<optim::LrSchedule>(int64_t total_steps)> make_schedule;
   Consistency consistency;
+  // Recovery (above). ckpt_dir empty: no checkpoints, a server failure ends the job.
+  std::string ckpt_dir;
+  int64_t ckpt_every = 0;  // 0: only when a worker says bye
+  int ckpt_keep = 3;
+  bool restore = false;  // start from the newest checkpoint in ckpt_dir, if one verifies
+  // Called on the loop thread after each update with the server's progress step (BSP: the step
+  // now being gathered; ASP/SSP: pushes / N) once any due checkpoint is written: the fault seam
+  // of the recovery tests (train/ps_server_role.cc kills the process there).
+  std::function<void(int64_t step)> after_update;
 };
 
 // What a server did, for its log line and metrics record at the end.
@@ -114,6 +134,13 @@ class ParamServer {
   Bytes answer(int rank, PushReply reply);
   void release_held();  // SSP: answers whose worker may now proceed
   void record_staleness(int64_t tau);
+  // Recovery (server_state.h).
+  int64_t progress() const;  // BSP: step_; ASP/SSP: version_ / N
+  int64_t next_step(int rank) const;
+  std::vector<int64_t> clocks() const;  // every worker's next step
+  void after_update();                  // a due checkpoint, then o_.after_update
+  void save_checkpoint();
+  void restore_newest();
   int rank_of(uint64_t peer, int32_t claimed) const;
   std::string who() const;
 
@@ -141,7 +168,10 @@ class ParamServer {
   ServerStats stats_;
   double staleness_sum_ = 0;
   std::optional<std::chrono::steady_clock::time_point> first_push_;
-  std::string error_;  // set once: wait() throws it
+  std::unique_ptr<ckpt::CheckpointManager> ckpt_;
+  std::vector<int64_t> durable_;  // rank -> its next step in the newest checkpoint
+  int64_t checkpointed_at_ = 0;   // progress() of the newest checkpoint
+  std::string error_;             // set once: wait() throws it
   std::chrono::steady_clock::time_point last_activity_;
 
   std::unique_ptr<comm::service::Server> server_;  // last: stopped first

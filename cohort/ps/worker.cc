@@ -31,26 +31,91 @@ PsWorker::PsWorker(WorkerOptions options, Layout layout)
     : o_(std::move(options)), layout_(std::move(layout)) {
   COHORT_CHECK_ARG(o_.store != nullptr, "parameter server worker: no rendezvous store");
   ranges_ = partition_keys(layout_.total, o_.num_servers);
-  for (int i = 0; i < o_.num_servers; ++i) {
-    std::string address;
-    try {
-      address = o_.store->get_string(server_key(i), o_.timeout);
-    } catch (const Timeout& e) {
-      throw Timeout(str("parameter server ", i, " did not publish its address (", server_key(i),
-                        ") within ", o_.timeout.count(), " ms; is it running? (", e.what(), ")"));
+  links_.resize(size_t(o_.num_servers));
+  on_every_server([&](int i) {
+    const int64_t next = connect(i, 0, "");
+    COHORT_CHECK_ARG(next == 0, server_name(i), " resumed from a checkpoint at step ", next,
+                     ", but worker ", o_.rank,
+                     " starts at step 0 (a restarted job's servers and "
+                     "workers must resume together; start a fresh run directory)");
+  });
+}
+
+std::string PsWorker::server_name(int i) const {
+  return str("parameter server ", i);
+}
+
+int64_t PsWorker::connect(int i, int64_t after, const std::string& why) {
+  Link& l = links_[size_t(i)];
+  if (l.client) l.client->close();
+  const auto deadline = std::chrono::steady_clock::now() + o_.timeout;
+  auto backoff = Millis(5);
+  int64_t generation = o_.store->add(generation_key(i), 0);
+  while (generation <= after) {  // none yet, or only the one that went away
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Timeout(why.empty()
+                        ? str(server_name(i), " did not publish its address (", generation_key(i),
+                              ") within ", o_.timeout.count(), " ms; is it running?")
+                        : str(server_name(i), " went away (", why,
+                              ") and no restarted server published its address within ",
+                              o_.timeout.count(), " ms"));
     }
-    auto [host, port] = split_address(address, i);
-    clients_.push_back(std::make_unique<comm::service::Client>(
-        comm::service::ClientOptions{.host = host,
-                                     .port = port,
-                                     .secret = o_.secret,
-                                     .secret_policy = o_.secret_policy,
-                                     .name = str("parameter server ", i),
-                                     .connect_timeout = o_.timeout,
-                                     .timeout = o_.timeout}));
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, Millis(100));
+    generation = o_.store->add(generation_key(i), 0);
   }
+  const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+  auto [host, port] =
+      split_address(o_.store->get_string(server_key(i, generation), std::max(left, Millis(1))), i);
+  l.client = std::make_unique<comm::service::Client>(
+      comm::service::ClientOptions{.host = host,
+                                   .port = port,
+                                   .secret = o_.secret,
+                                   .secret_policy = o_.secret_policy,
+                                   .name = server_name(i),
+                                   .connect_timeout = o_.timeout,
+                                   .timeout = o_.timeout});
+  l.generation = generation;
   const Bytes hello = encode_hello({o_.rank, o_.num_workers, o_.total_steps, layout_});
-  on_every_server([&](int i) { clients_[size_t(i)]->request(hello); });
+  const HelloReply h =
+      decode_hello_reply(l.client->request(hello), server_name(i) + "'s answer to hello");
+  l.checkpoints = h.checkpoints != 0;
+  return h.next_step;
+}
+
+template <typename F>
+auto PsWorker::with_recovery(int i, int64_t step, F f) {
+  Link& l = links_[size_t(i)];
+  int64_t resumed = -1;
+  for (;;) {
+    try {
+      if (resumed >= 0) replay(i, resumed, step);
+      return f(resumed);
+    } catch (const IoError& e) {  // the connection broke
+      if (!l.checkpoints || said_bye_) throw;
+      log::warn("ps", "worker ", o_.rank, ": ", e.what(), "; waiting up to ", o_.timeout.count(),
+                " ms for ", server_name(i), " to restart");
+      resumed = connect(i, l.generation, e.what());
+      const int64_t kept_from = l.kept.empty() ? step : l.kept.front().first;
+      COHORT_CHECK_IO(resumed >= std::min(kept_from, step), server_name(i),
+                      " restarted from its checkpoint at step ", resumed, ", but worker ", o_.rank,
+                      " kept its pushes from step ", kept_from, " on only: steps ", resumed, "..",
+                      kept_from - 1, " are lost");
+      log::info("ps", "worker ", o_.rank, ": ", server_name(i), " restarted at step ", resumed,
+                "; replaying ", std::max<int64_t>(0, step - resumed), " kept pushes");
+    }
+  }
+}
+
+void PsWorker::replay(int i, int64_t from, int64_t to) {
+  Link& l = links_[size_t(i)];
+  const KeyRange r = ranges_[size_t(i)];
+  std::vector<float> discard(size_t(r.size()));
+  for (const auto& [step, push] : l.kept) {
+    if (step < from || step >= to) continue;
+    decode_push_reply(l.client->request(push), discard.data(), r.size(),
+                      str(server_name(i), "'s answer to the replayed push of step ", step));
+  }
 }
 
 PsWorker::~PsWorker() {
@@ -59,9 +124,9 @@ PsWorker::~PsWorker() {
 
 template <typename F>
 void PsWorker::on_every_server(F f) {
-  std::vector<std::exception_ptr> errors(clients_.size());
+  std::vector<std::exception_ptr> errors(links_.size());
   std::vector<std::thread> threads;
-  for (size_t i = 1; i < clients_.size(); ++i) {
+  for (size_t i = 1; i < links_.size(); ++i) {
     threads.emplace_back([&, i] {
       try {
         f(int(i));
@@ -85,24 +150,37 @@ TransferStats PsWorker::pull(float* flat) {
   const Bytes q = encode_simple(MsgKind::kPull, o_.rank);
   on_every_server([&](int i) {
     const KeyRange r = ranges_[size_t(i)];
-    bytes_to_floats(clients_[size_t(i)]->request(q), flat + r.begin, r.size(),
-                    str("parameter server ", i, "'s answer to a pull"));
+    bytes_to_floats(links_[size_t(i)].client->request(q), flat + r.begin, r.size(),
+                    str(server_name(i), "'s answer to a pull"));
   });
   TransferStats s;
-  s.bytes_sent = q.size() * clients_.size();
+  s.bytes_sent = q.size() * links_.size();
   s.bytes_received = uint64_t(layout_.total) * sizeof(float);
   return s;
 }
 
-TransferStats PsWorker::push_pull(int64_t step, const float* grads, float* values) {
-  std::vector<PushReply> replies(clients_.size());
-  on_every_server([&](int i) {
-    const KeyRange r = ranges_[size_t(i)];
-    const Bytes push = encode_push(o_.rank, step, r, grads + r.begin);
-    replies[size_t(i)] =
-        decode_push_reply(clients_[size_t(i)]->request(push), values + r.begin, r.size(),
-                          str("parameter server ", i, "'s answer to the push of step ", step));
+PushReply PsWorker::push_to(int i, int64_t step, const float* grads, float* values) {
+  Link& l = links_[size_t(i)];
+  const KeyRange r = ranges_[size_t(i)];
+  Bytes push = encode_push(o_.rank, step, r, grads + r.begin);
+  const std::string what = str(server_name(i), "'s answer to the push of step ", step);
+  const PushReply reply = with_recovery(i, step, [&](int64_t resumed) {
+    if (resumed > step) {  // the restarted server's checkpoint holds this push: take the values
+      const Bytes q = encode_simple(MsgKind::kPull, o_.rank);
+      bytes_to_floats(l.client->request(q), values + r.begin, r.size(), what);
+      return PushReply{.durable = resumed};
+    }
+    return decode_push_reply(l.client->request(push), values + r.begin, r.size(), what);
   });
+  if (l.checkpoints) l.kept.emplace_back(step, std::move(push));
+  while (!l.kept.empty() && l.kept.front().first < reply.durable) l.kept.pop_front();
+  return reply;
+}
+
+TransferStats PsWorker::push_pull(int64_t step, const float* grads, float* values) {
+  std::vector<PushReply> replies(links_.size());
+  on_every_server([&](int i) { replies[size_t(i)] = push_to(i, step, grads, values); });
+  pushed_steps_ = step + 1;
   TransferStats s;
   for (const PushReply& p : replies) {
     s.reply.version = std::max(s.reply.version, p.version);
@@ -118,22 +196,25 @@ TransferStats PsWorker::push_pull(int64_t step, const float* grads, float* value
 
 void PsWorker::abandon() noexcept {
   said_bye_ = true;  // nothing more to say
-  for (auto& c : clients_) c->close();
+  for (Link& l : links_)
+    if (l.client) l.client->close();
 }
 
 void PsWorker::bye() noexcept {
   if (said_bye_) return;
-  said_bye_ = true;
   const Bytes q = encode_simple(MsgKind::kBye, o_.rank);
-  for (size_t i = 0; i < clients_.size(); ++i) {
+  for (size_t i = 0; i < links_.size(); ++i) {
     try {
-      clients_[i]->request(q);
-      clients_[i]->close();
+      Link& l = links_[i];
+      if (!l.client) continue;
+      with_recovery(int(i), pushed_steps_, [&](int64_t) { return l.client->request(q); });
+      l.client->close();
     } catch (const std::exception& e) {
       log::warn("ps", "worker ", o_.rank, ": goodbye to parameter server ", i,
                 " failed: ", e.what());
     }
   }
+  said_bye_ = true;
 }
 
 }  // namespace cohort::ps

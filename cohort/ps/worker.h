@@ -1,8 +1,17 @@
 #pragma once
 // PsWorker: a worker's connections to the S parameter servers of its job (server.h).
-// It finds each server's address in the rendezvous store (server_key), connects with the job
-// secret, and says hello with its model's layout; a server with another model refuses it, and
-// the constructor throws that refusal (which names the first differing parameter).
+// It finds each server's address in the rendezvous store (generation_key, server_key),
+// connects with the job secret, and says hello with its model's layout; a server with another
+// model refuses it, and the constructor throws that refusal (which names the first differing
+// parameter).
+//
+// Server restarts: when the servers checkpoint (their hello answer says so), the worker keeps
+// each push it sent to a server until that server's answers say a checkpoint holds it
+// (PushReply::durable). When a server's connection breaks, the worker waits (up to `timeout`)
+// for a restarted server to publish a new generation, says hello again, and replays its kept
+// pushes from the step the restarted server resumed from, in order, before going on. Memory:
+// about ckpt.every_steps pushes of the model's size. Without checkpoints a broken connection is
+// an IoError naming the server, as before.
 //
 // push_pull() sends every server its range of the gradient at once (one request per server,
 // all in flight before waiting for any) and writes back the values each server answers once
@@ -10,7 +19,10 @@
 // enough). Every wait has the deadline `timeout`; an error names the
 // server ("parameter server 1 at 127.0.0.1:41234").
 #include <chrono>
+#include <deque>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/comm/service/client.h"
@@ -55,6 +67,7 @@ class PsWorker {
   // Pushes grads[range_i] to server i for `step`, and writes the updated values into values.
   TransferStats push_pull(int64_t step, const float* grads, float* values);
   // Tells every server this worker is done; errors are logged, not thrown.
+  // Also after a server restart (it replays what it kept first): the server must hear it.
   void bye() noexcept;
   // Closes the connections without goodbye (the worker is failing): the servers then name it
   // as a worker that left without saying goodbye.
@@ -67,10 +80,32 @@ class PsWorker {
   template <typename F>
   void on_every_server(F f);
 
+  // One server: its connection, the generation it was published with, and the pushes kept
+  // for a replay (step -> the encoded push, kept whole: no second copy of the gradient).
+  struct Link {
+    std::unique_ptr<comm::service::Client> client;
+    int64_t generation = 0;
+    bool checkpoints = false;
+    std::deque<std::pair<int64_t, Bytes>> kept;
+  };
+  std::string server_name(int i) const;
+  // Finds server i's newest address (a generation above `after`), connects, says hello.
+  // Returns where its pushes resume. `why`: what broke the last connection, for errors.
+  int64_t connect(int i, int64_t after, const std::string& why);
+  PushReply push_to(int i, int64_t step, const float* grads, float* values);
+  // Sends kept pushes [from, to) to server i again, in order (their answers are not needed).
+  void replay(int i, int64_t from, int64_t to);
+  // Runs f() against server i; when its connection breaks and the server checkpoints, waits
+  // for the restarted one, replays what it kept up to `step` and runs f() again. f gets the
+  // step the restarted server resumed from (-1 on the first try).
+  template <typename F>
+  auto with_recovery(int i, int64_t step, F f);
+
   WorkerOptions o_;
   Layout layout_;
   std::vector<KeyRange> ranges_;
-  std::vector<std::unique_ptr<comm::service::Client>> clients_;
+  std::vector<Link> links_;
+  int64_t pushed_steps_ = 0;  // the next step to push (every step below went to every server)
   bool said_bye_ = false;
 };
 

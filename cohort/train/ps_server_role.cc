@@ -1,5 +1,9 @@
 #include "cohort/train/ps_server_role.h"
 
+#include <signal.h>
+
+#include <filesystem>
+
 #include "cohort/core/logging.h"
 #include "cohort/core/thread_pool.h"
 #include "cohort/ps/ps_strategy.h"
@@ -52,6 +56,46 @@ void report(const Config& cfg, int index, const ps::ServerStats& st) {
   MetricsLog(detail::str(dir, "/metrics.server", index, ".jsonl")).write(j);
 }
 
+// Where server `index` checkpoints: <ckpt.dir or run dir/checkpoints>/server-<index>.
+std::string server_ckpt_dir(const Config& cfg, int index) {
+  std::string dir = cfg.get_string("ckpt.dir");
+  if (dir.empty()) dir = make_run_dir(cfg, /*write_config=*/false) + "/checkpoints";
+  return detail::str(dir, "/server-", index);
+}
+
+// A fresh server must never restore, after a restart, what an earlier run left in its
+// directory: it moves that to <dir>.earlier/ first (as the trainer does with its own).
+void move_aside_earlier(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(dir)) return;
+  const std::string aside = dir + ".earlier";
+  fs::remove_all(aside);
+  fs::rename(dir, aside);
+  log::info("ps", "moved an earlier run's server checkpoints from ", dir, " to ", aside);
+}
+
+// fault.kill_server / fault.kill_server_at_step: the test seam for "kill -9 of a server".
+std::function<void(int64_t)> kill_seam(const Config& cfg, int index, int restarts) {
+  if (cfg.get_int("fault.kill_server") != index || restarts > 0) return {};
+  const int64_t at = cfg.get_int("fault.kill_server_at_step");
+  return [at, index](int64_t step) {
+    if (step < at) return;
+    log::warn("ps", "fault injection: parameter server ", index, " kills itself at step ", step);
+    ::raise(SIGKILL);
+  };
+}
+
+void set_recovery(ps::ServerOptions& o, const Config& cfg, const rendezvous::EnvMap& env) {
+  const int restarts = rendezvous::int_from_env(env, "COHORT_SERVER_RESTARTS", 0);
+  o.after_update = kill_seam(cfg, o.index, restarts);
+  if (!cfg.get_bool("ckpt.enabled")) return;
+  o.ckpt_dir = server_ckpt_dir(cfg, o.index);
+  o.ckpt_every = cfg.get_int("ckpt.every_steps");
+  o.ckpt_keep = int(cfg.get_int("ckpt.keep"));
+  o.restore = restarts > 0;
+  if (!o.restore) move_aside_earlier(o.ckpt_dir);
+}
+
 }  // namespace
 
 bool is_server_role(const rendezvous::EnvMap& env) {
@@ -78,6 +122,7 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
   o.make_optimizer = [&cfg](optim::NamedParams p) { return make_optimizer(cfg, std::move(p)); };
   o.make_schedule = [&cfg](int64_t total) { return make_schedule(cfg, total); };
   o.consistency = ps::consistency_from_config(cfg, o.num_workers);
+  set_recovery(o, cfg, env);
   double timeout_s = cfg.get_float("ps.timeout_s");
   if (timeout_s <= 0) timeout_s = cfg.get_float("comm.timeout_s");
   const auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000.0));
@@ -89,7 +134,7 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
        .secret_policy = rendezvous::SecretPolicy::kAllowInsecure,
        .timeout = timeout,
        .connect_timeout = timeout});
-  store.set_string(ps::server_key(index), server.address());
+  ps::publish_server(store, index, server.address());
   server.wait(timeout);
   report(cfg, index, server.stats());
 }

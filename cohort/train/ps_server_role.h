@@ -4,8 +4,11 @@
 // COHORT_NUM_SERVERS=S, COHORT_NUM_WORKERS=N and the store address and job secret workers get.
 // Such a process builds the model from the config only for its parameters' names, shapes and
 // initial values (deterministic from run.seed), serves its key range (ps/server.h) on loopback,
-// publishes "host:port" in the store under ps::server_key(i), and returns once every worker
-// said goodbye.
+// publishes "host:port" in the store (ps::publish_server: a new generation per start), and
+// returns once every worker said goodbye.
+// Recovery: with ckpt.enabled the server checkpoints into <ckpt dir>/server-<i>/ every
+// ckpt.every_steps (server.h); started again by the launcher after a failure
+// (COHORT_SERVER_RESTARTS > 0) it restores its newest checkpoint and the workers replay.
 #include "cohort/core/config.h"
 #include "cohort/rendezvous/bootstrap.h"
 

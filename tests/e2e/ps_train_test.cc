@@ -112,8 +112,47 @@ TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJob) {
   EXPECT_TRUE(contains(failed, "server 0 exited with")) << failed.output;
   CliResult nodes = run_cli("run -n 1 --servers 1 --nnodes 2 --master 127.0.0.1:1 -- true");
   EXPECT_NE(nodes.status, 0) << nodes.output;
-  EXPECT_TRUE(contains(nodes, "multi-node parameter servers and server restarts come later"))
-      << nodes.output;
+  EXPECT_TRUE(contains(nodes, "multi-node parameter servers come later")) << nodes.output;
+}
+
+// kill -9 of a server mid-run (fault.kill_server: after step 12's update, before answering it)
+// with --max-restarts 1: the launcher restarts it alone, it restores its checkpoint of step 10,
+// the workers replay their pushes of steps 10 and 11 and push 12 again. BSP sums each step's
+// gradients in rank order, so the run ends bit-identical to an uninterrupted one.
+TEST(PsTrain, AServerKilledMidRunRestartsFromItsCheckpointAndBspEndsBitIdentical) {
+  fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "restart");
+  const std::string common =
+      " --set optim.momentum=0.9 --set parallel.strategy=ps"
+      " --set ckpt.every_steps=5 --workers 2 --servers 2";
+  CliResult whole = run_cli(job(d, "whole", 32) + common);
+  ASSERT_EQ(whole.status, 0) << whole.output;
+  CliResult killed = run_cli(job(d, "killed", 32) + common +
+                             " --max-restarts 1 --set fault.kill_server=1"
+                             " --set fault.kill_server_at_step=13");
+  ASSERT_EQ(killed.status, 0) << killed.output;
+  EXPECT_TRUE(contains(killed, "parameter server 1 was killed by signal 9")) << killed.output;
+  EXPECT_TRUE(contains(killed, "restarted from its checkpoint of version 10 (step 10)"))
+      << killed.output;
+  EXPECT_TRUE(contains(killed, "restarted at step 10; replaying 2 kept pushes")) << killed.output;
+  const cohort::NamedTensors a = final_model(d / "whole"), b = final_model(d / "killed");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].second.to_vector<float>(), b[i].second.to_vector<float>()) << a[i].first;
+  }
+  // SSP (and ASP alike): each worker replays from its own clock in the checkpoint; the job ends.
+  CliResult ssp = run_cli(job(d, "ssp", 32) + common +
+                          " --set ps.mode=ssp --set fault.slow_rank=1 --set fault.slow_factor=2"
+                          " --max-restarts 1 --set fault.kill_server=0"
+                          " --set fault.kill_server_at_step=7");
+  ASSERT_EQ(ssp.status, 0) << ssp.output;
+  EXPECT_TRUE(contains(ssp, "restarted from its checkpoint of version 10 (step 5)")) << ssp.output;
+  EXPECT_TRUE(contains(ssp, "done: 20 steps")) << ssp.output;
+  // Without checkpoints there is nothing to restart from: the workers fail naming the server.
+  CliResult lost = run_cli(job(d, "lost", 32) + common +
+                           " --set ckpt.enabled=false --set fault.kill_server=0"
+                           " --set fault.kill_server_at_step=3");
+  EXPECT_NE(lost.status, 0) << lost.output;
+  EXPECT_TRUE(contains(lost, "parameter server 0")) << lost.output;
 }
 
 TEST(PsTrain, WhatThisVersionDoesNotSupportIsRefusedClearly) {
@@ -125,8 +164,6 @@ TEST(PsTrain, WhatThisVersionDoesNotSupportIsRefusedClearly) {
   const std::vector<Case> cases = {
       {" --workers 2 --servers 1", "--servers needs parallel.strategy = 'ps'"},
       {ps + " --workers 2", "'ps' needs parameter servers: add --servers S"},
-      {ps + " --workers 2 --servers 1 --max-restarts 1",
-       "--servers is supported on a single node without --max-restarts"},
       {ps + " --workers 2 --servers 1 --set optim.clip_grad_norm=1",
        "does not support optim.clip_grad_norm yet"},
       {ps + " --workers 2 --servers 1 --resume auto", "'ps' cannot resume yet"},

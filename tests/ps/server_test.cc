@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -45,7 +48,7 @@ struct Job {
       };
       o.make_schedule = [](int64_t) { return std::make_unique<optim::ConstantLr>(kLr); };
       this->servers.push_back(std::make_unique<ParamServer>(std::move(o)));
-      store->set_string(server_key(i), this->servers.back()->address());
+      publish_server(*store, i, this->servers.back()->address());
     }
   }
   WorkerOptions worker(int rank, int workers) const {
@@ -141,7 +144,7 @@ TEST(PsServer, AnUnreachableServerIsAnErrorWithinTheTimeoutNamingIt) {
   auto t0 = std::chrono::steady_clock::now();
   std::string m = message_of([&] { PsWorker w(o, layout_of(model())); });
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
-  EXPECT_NE(m.find("parameter server 1 did not publish its address (ps/server/1)"),
+  EXPECT_NE(m.find("parameter server 1 did not publish its address (ps/server/1/generation)"),
             std::string::npos)
       << m;
   // Published, but nobody listens there any more.
@@ -150,7 +153,7 @@ TEST(PsServer, AnUnreachableServerIsAnErrorWithinTheTimeoutNamingIt) {
     Job gone(1, 1);
     dead = gone.servers[0]->address();
   }
-  job.store->set_string(server_key(1), dead);
+  publish_server(*job.store, 1, dead);
   t0 = std::chrono::steady_clock::now();
   m = message_of([&] { PsWorker w(o, layout_of(model())); });
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
@@ -163,7 +166,7 @@ TEST(PsServer, AMalformedPublishedAddressIsAnErrorNamingIt) {
   o.num_servers = 2;
   o.timeout = 300ms;
   for (const char* bad : {"127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", ":41000"}) {
-    job.store->set_string(server_key(1), bad);
+    publish_server(*job.store, 1, bad);
     std::string m = message_of([&] { PsWorker w(o, layout_of(model())); });
     EXPECT_NE(m.find(std::string("parameter server 1 published a malformed address '") + bad),
               std::string::npos)
@@ -273,6 +276,58 @@ TEST(PsServer, BspWithABackupWorkerDropsTheLatePushAndStillAnswersIt) {
   job.servers[0]->wait(5s);
   EXPECT_EQ(job.servers[0]->stats().dropped, 1);
   EXPECT_EQ(job.servers[0]->step(), 1);
+}
+
+}  // namespace
+}  // namespace cohort::ps
+
+namespace cohort::ps {
+namespace {
+
+// A restarted server resumes where its checkpoint was (a worker's bye makes one), tells a
+// worker's hello where to resume, and refuses a checkpoint of another job shape, naming it.
+TEST(PsServer, ARestartedServerResumesFromItsCheckpointAndRefusesAnotherJobs) {
+  const std::string dir = ::testing::TempDir() + "ps_server_ckpt_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  auto options = [&](int workers, bool restore) {
+    ServerOptions o;
+    o.num_workers = workers;
+    o.params = model();
+    o.make_optimizer = [](optim::NamedParams p) {
+      return std::make_unique<optim::SGD>(std::move(p), optim::SgdOptions{.lr = kLr});
+    };
+    o.make_schedule = [](int64_t) { return std::make_unique<optim::ConstantLr>(kLr); };
+    o.consistency.mode = Mode::kAsp;
+    o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+    o.ckpt_dir = dir;
+    o.restore = restore;
+    return o;
+  };
+  auto store = std::make_shared<rendezvous::HashStore>();
+  WorkerOptions w{.rank = 0, .num_workers = 1, .num_servers = 1, .store = store, .timeout = 5s};
+  w.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+  std::vector<float> values(7), grads(7, 1.0f);
+  {
+    ParamServer first(options(1, false));
+    publish_server(*store, 0, first.address());
+    PsWorker worker(w, layout_of(model()));
+    worker.push_pull(0, grads.data(), values.data());
+    worker.push_pull(1, grads.data(), values.data());
+    worker.bye();
+    first.wait(5s);
+  }
+  ParamServer again(options(1, true));
+  publish_server(*store, 0, again.address());
+  EXPECT_EQ(again.stats().updates, 0);
+  {
+    // The checkpoint holds both pushes and the bye: a new worker of the same job is told its
+    // pushes would resume at step 2, which a fresh worker (at step 0) cannot do.
+    std::string m = message_of([&] { PsWorker late(w, layout_of(model())); });
+    EXPECT_NE(m.find("resumed from a checkpoint at step 2"), std::string::npos) << m;
+  }
+  std::string m = message_of([&] { ParamServer other(options(2, true)); });
+  EXPECT_NE(m.find("the number of workers is 1, this server has 2"), std::string::npos) << m;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -26,7 +26,8 @@
 //      worker's process group gets SIGTERM, then SIGKILL after stop_grace; all are reaped.
 //      SIGINT/SIGTERM received by the launcher are forwarded the same way (a second one
 //      escalates to SIGKILL at once) and the result is 128 + signal.
-//   5. Restart: with restarts left (single node only), print why and go back to 1.
+//   5. Restart: with restarts left (single node only), print why and go back to 1. A failed
+//      parameter server is restarted alone inside the attempt instead (attempt.h).
 //
 // No orphans: workers set PR_SET_PDEATHSIG=SIGKILL (the launcher dying kills them) and lead
 // their own process group, which the launcher signals as a whole, so a worker's own children
@@ -51,16 +52,20 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master;    // "ADDR:PORT" of the store; empty: single node, this
                          // launcher hosts it on 127.0.0.1 with an OS-chosen port
-  int max_restarts = 0;  // restart all local workers after a failure, K times
+  // Restart all local workers after a failure, K times. With parameter servers: a failed server
+  // restarts alone (the workers run on and wait for it); a failed worker ends the job.
+  int max_restarts = 0;
   std::chrono::milliseconds stop_grace = std::chrono::seconds(5);  // SIGTERM -> SIGKILL
   bool tag_output = true;   // prefix each output line with "[rank R] "
   Bind bind = Bind::kAuto;  // pin local workers to cores (binding.h)
   std::vector<std::pair<std::string, std::string>> extra_env;  // added to every worker
-  // Parameter servers started beside the workers (single node, no restarts, for now). Server i
+  // Parameter servers started beside the workers (single node, for now). Server i
   // gets COHORT_ROLE=server, COHORT_SERVER_INDEX=i, COHORT_NUM_SERVERS, COHORT_NUM_WORKERS and
   // the store address and job secret, but no rank: workers keep ranks 0..N-1 and a world of N
   // (and get COHORT_NUM_SERVERS). Its output is tagged "[server i] "; its failure stops the
-  // job like a worker's. Servers exit by themselves once the workers are done.
+  // job like a worker's unless restarts are left (then it restarts alone, with
+  // COHORT_SERVER_RESTARTS = how often it did). Servers exit by themselves once the workers are
+  // done.
   int num_servers = 0;
 };
 

@@ -88,7 +88,8 @@ void add_train_command(CLI::App& app, Handlers& h) {
       ->capture_default_str();
   cmd->add_option("--max-restarts", a->max_restarts,
                   "With --workers: restart all workers up to K times after a failure; they "
-                  "resume from the newest checkpoint")
+                  "resume from the newest checkpoint. With --servers: a failed parameter server "
+                  "restarts alone from its own checkpoint")
       ->check(CLI::Range(0, 1000));
   cmd->callback([&h, a] {
     h.run = [a] {

@@ -97,7 +97,7 @@ TEST(PsTrain, BspOnOneAndTwoServersEqualsOneProcessWithTheCombinedBatchMomentum)
   bsp_equals_one_process(" --set optim.momentum=0.9 --set optim.weight_decay=0.01");
 }
 
-TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJob) {
+TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJobOrRestartsAlone) {
   CliResult r = run_cli(
       "run -n 2 --servers 2 -- sh -c 'echo role=$COHORT_ROLE index=$COHORT_SERVER_INDEX "
       "servers=$COHORT_NUM_SERVERS workers=$COHORT_NUM_WORKERS rank=$COHORT_RANK'");
@@ -110,6 +110,22 @@ TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJob) {
       run_cli("run -n 1 --servers 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && exit 3; sleep 30'");
   EXPECT_EQ(failed.status, 3) << failed.output;
   EXPECT_TRUE(contains(failed, "server 0 exited with")) << failed.output;
+  // With restarts left a failed server restarts alone (the worker runs on); a failed worker
+  // still ends a parameter-server job.
+  CliResult again = run_cli(
+      "run -n 1 --servers 1 --max-restarts 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && "
+      "{ echo server restarts=$COHORT_SERVER_RESTARTS; exit $((3 - 3 * COHORT_SERVER_RESTARTS)); "
+      "}; sleep 1; echo worker done'");
+  EXPECT_EQ(again.status, 0) << again.output;
+  EXPECT_TRUE(contains(again, "parameter server 0 exited with")) << again.output;
+  EXPECT_TRUE(contains(again, "restarting it alone (server restart 1)")) << again.output;
+  EXPECT_TRUE(contains(again, "[server 0] server restarts=1")) << again.output;
+  EXPECT_TRUE(contains(again, "[rank 0] worker done")) << again.output;
+  CliResult worker = run_cli(
+      "run -n 1 --servers 1 --max-restarts 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && "
+      "exec sleep 30; exit 4'");
+  EXPECT_EQ(worker.status, 4) << worker.output;
+  EXPECT_TRUE(contains(worker, "restarts only its servers, not a failed worker")) << worker.output;
   CliResult nodes = run_cli("run -n 1 --servers 1 --nnodes 2 --master 127.0.0.1:1 -- true");
   EXPECT_NE(nodes.status, 0) << nodes.output;
   EXPECT_TRUE(contains(nodes, "multi-node parameter servers come later")) << nodes.output;

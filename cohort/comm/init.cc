@@ -34,6 +34,9 @@ void join_native(const rendezvous::EnvMap& env, const JoinOptions& o, World& w) 
     so.timeout = so.connect_timeout = o.timeout;
     w.store = rendezvous::connect_world_store(info, so);
     store = w.store.store;
+    if (o.store_only) return;
+  } else if (o.store_only) {
+    return;
   } else {
     store = std::make_shared<rendezvous::HashStore>();  // a world of one talks to nobody
   }

@@ -44,6 +44,10 @@ struct JoinOptions {
   // host's address).
   std::string bind_address = "127.0.0.1";
   std::string advertise_address;  // published to peers; empty: bind_address
+  // Native only. Connect the job's store and learn rank and size, but form no communicator
+  // (comm and group stay null): for processes that talk to services, not to each other
+  // (parameter-server workers), so that one of them can restart alone.
+  bool store_only = false;
 };
 
 struct World {

@@ -124,9 +124,10 @@ std::vector<std::string> Attempt::server_env(int index, int restarts) const {
   return env_list(env);
 }
 
-std::vector<std::string> Attempt::worker_env(int local_rank) const {
+std::vector<std::string> Attempt::worker_env(int local_rank, int restarts) const {
   rendezvous::EnvMap env = job_env();
   auto set = [&env](const char* k, const auto& v) { env[k] = cohort::detail::str(v); };
+  if (restarts > 0) set("COHORT_WORKER_RESTARTS", restarts);
   set("COHORT_RANK", options_.node_rank * options_.nproc_per_node + local_rank);
   set("COHORT_WORLD_SIZE", options_.nnodes * options_.nproc_per_node);
   set("COHORT_LOCAL_RANK", local_rank);
@@ -137,15 +138,12 @@ std::vector<std::string> Attempt::worker_env(int local_rank) const {
 }
 
 void Attempt::spawn_all() {
-  std::vector<int> cpus = worker_cpus(options_.bind, options_.nproc_per_node, usable_cpus());
+  cpus_ = worker_cpus(options_.bind, options_.nproc_per_node, usable_cpus());
   for (int local = 0; local < options_.nproc_per_node; ++local) {
     const int rank = options_.node_rank * options_.nproc_per_node + local;
     const std::string tag = cohort::detail::str("[rank ", rank, "] ");
     workers_.push_back(std::make_unique<Worker>(rank, local, options_.tag_output ? tag : ""));
-    Worker& w = *workers_.back();
-    int cpu = cpus.empty() ? -1 : cpus[size_t(local)];
-    w.proc = spawn_child(SpawnSpec{options_.command, worker_env(local), cpu});
-    w.running = true;
+    spawn_worker(*workers_.back(), local, 0);
   }
   const int world = options_.nnodes * options_.nproc_per_node;
   for (int i = 0; i < options_.num_servers; ++i) {  // not pinned: they mostly wait
@@ -155,6 +153,14 @@ void Attempt::spawn_all() {
   }
 }
 
+void Attempt::spawn_worker(Worker& w, int local_rank, int restarts) {
+  const int cpu = cpus_.empty() ? -1 : cpus_[size_t(local_rank)];
+  w.proc = spawn_child(SpawnSpec{options_.command, worker_env(local_rank, restarts), cpu});
+  w.running = true;
+  w.status = 0;
+  w.restarts = restarts;
+}
+
 void Attempt::spawn_server(Worker& w, int index, int restarts) {
   w.proc = spawn_child(SpawnSpec{options_.command, server_env(index, restarts), -1});
   w.running = true;
@@ -162,25 +168,30 @@ void Attempt::spawn_server(Worker& w, int index, int restarts) {
   w.restarts = restarts;
 }
 
-bool Attempt::restart_server(Worker& w) {
-  const int world = options_.nnodes * options_.nproc_per_node;
-  if (w.rank < world || restarts_left_ <= 0) return false;
-  const int index = w.rank - world;
+bool Attempt::restart_alone(Worker& w) {
+  if (options_.num_servers == 0 || restarts_left_ <= 0) return false;
   --restarts_left_;
   ++outcome_.server_restarts;
+  const int world = options_.nnodes * options_.nproc_per_node;
+  const bool server = w.rank >= world;
+  const std::string who = server ? cohort::detail::str("parameter server ", w.rank - world)
+                                 : cohort::detail::str("rank ", w.rank);
   const std::string how = cohort::detail::str(
       WIFSIGNALED(w.status) ? "was killed by " : "exited with ", describe_status(w.status));
-  std::fprintf(stderr,
-               "cohort run: parameter server %d %s; restarting it alone (server restart %d), the "
-               "workers wait for it\n",
-               index, how.c_str(), w.restarts + 1);
+  std::fprintf(stderr, "cohort run: %s %s; restarting it alone (%s restart %d), %s\n", who.c_str(),
+               how.c_str(), server ? "server" : "worker", w.restarts + 1,
+               server ? "the workers wait for it" : "it rejoins where the servers are");
   std::fflush(stderr);
   for (int* fd : {&w.proc.out_fd, &w.proc.err_fd}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
   }
   signal_group(w.proc.pid, SIGKILL);  // its own children, if any
-  spawn_server(w, index, w.restarts + 1);
+  if (server) {
+    spawn_server(w, w.rank - world, w.restarts + 1);
+  } else {
+    spawn_worker(w, w.local_rank, w.restarts + 1);
+  }
   return true;
 }
 
@@ -318,7 +329,7 @@ void Attempt::reap() {
     drain(w->proc.err_fd, w->err);
     const bool failed = !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
     if (!failed || stopping_ || outcome_.signal != 0) continue;
-    if (outcome_.failed_rank < 0 && restart_server(*w)) continue;
+    if (outcome_.failed_rank < 0 && restart_alone(*w)) continue;
     bool signaled_over_exit =
         outcome_.failed_rank >= 0 && WIFSIGNALED(w->status) && !WIFSIGNALED(outcome_.status);
     if (outcome_.failed_rank < 0 || signaled_over_exit) {

@@ -31,15 +31,16 @@ struct AttemptOutcome {
   int signal = 0;           // SIGINT/SIGTERM received by the launcher, 0 if none
   std::string tail;         // last lines of the failed rank, indented
   std::string unreaped;     // workers that outlived SIGKILL + deadline (should be empty)
-  int server_restarts = 0;  // parameter servers restarted alone during the attempt
+  int server_restarts = 0;  // processes of a parameter-server job restarted alone (below)
 };
 
 class Attempt {
  public:
   // port: where this attempt's store listens (the caller started it if this node hosts it);
-  // torch_port: the workers' MASTER_PORT (torch_env.h). restarts_left: how many failed
-  // parameter servers may be restarted alone, the workers running on (they wait for it and
-  // replay, ps/worker.h); a failed worker still ends the attempt.
+  // torch_port: the workers' MASTER_PORT (torch_env.h). restarts_left: in a parameter-server
+  // job, how many failed processes may be restarted alone while the rest run on: a server
+  // (the workers wait for it and replay, ps/worker.h) or a worker (it rejoins where the
+  // servers are; its workers form no group).
   Attempt(const LaunchOptions& options, const JobPlan& plan, int restart, uint16_t port,
           uint16_t torch_port, SignalRelay& relay, int restarts_left = 0);
   ~Attempt();  // kills and reaps whatever is left if run() threw
@@ -54,12 +55,14 @@ class Attempt {
 
   void spawn_all();
   rendezvous::EnvMap job_env() const;
-  std::vector<std::string> worker_env(int local_rank) const;
+  std::vector<std::string> worker_env(int local_rank, int restarts) const;
   std::vector<std::string> server_env(int index, int restarts) const;
+  void spawn_worker(Worker& w, int local_rank, int restarts);
   void spawn_server(Worker& w, int index, int restarts);
-  // A failed server with restarts left: started again (same store, COHORT_SERVER_RESTARTS
-  // counts its restarts). False when it cannot be.
-  bool restart_server(Worker& w);
+  // A failed process of a parameter-server job with restarts left: started again alone (same
+  // store; COHORT_SERVER_RESTARTS or COHORT_WORKER_RESTARTS counts its restarts). False when
+  // it cannot be.
+  bool restart_alone(Worker& w);
   void watch();
   void stop(int sig);
   // kUntilEscalated: also return early when a second signal asked to stop waiting.
@@ -81,6 +84,7 @@ class Attempt {
   uint16_t torch_port_;
   SignalRelay& relay_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<int> cpus_;  // local rank -> core it is pinned to (empty: none)
   AttemptOutcome outcome_;
   bool stopping_ = false;
   bool escalate_ = false;  // a second SIGINT/SIGTERM to the launcher: SIGKILL now

@@ -168,8 +168,7 @@ LaunchResult run(const LaunchOptions& options) {
     const std::string who =
         server ? str("server ", out.failed_rank - world) : str("rank ", out.failed_rank);
     const std::string why = failure_summary(who, out.status);
-    // A parameter-server job restarts its servers alone (in the attempt); a failed worker ends
-    // it: the servers' state and the workers' checkpoints do not resume together yet.
+    // A parameter-server job restarts its processes alone, inside the attempt (attempt.h).
     if (used < options.max_restarts && options.num_servers == 0) {
       ++used;
       std::fprintf(stderr,
@@ -189,12 +188,7 @@ LaunchResult run(const LaunchOptions& options) {
     const std::string restarts =
         options.max_restarts > 0 ? str(" (restarts used: ", used, " of ", options.max_restarts, ")")
                                  : std::string();
-    const std::string ps_note =
-        options.num_servers > 0 && !server && options.max_restarts > 0
-            ? "; a parameter-server job restarts only its servers, not a failed worker (docs/ps.md)"
-            : "";
-    result.message =
-        str(why, restarts, ps_note, "; last lines of ", who, ":\n", out.tail, unreaped);
+    result.message = str(why, restarts, "; last lines of ", who, ":\n", out.tail, unreaped);
     return result;
   }
 }

@@ -50,8 +50,8 @@ struct LaunchOptions {
   int nproc_per_node = 1;            // workers started by this launcher
   int nnodes = 1;
   int node_rank = 0;
-  std::string master;    // "ADDR:PORT" of the store; empty: single node, this
-                         // launcher hosts it on 127.0.0.1 with an OS-chosen port
+  std::string master;  // "ADDR:PORT" of the store; empty: single node, this
+                       // launcher hosts it on 127.0.0.1 with an OS-chosen port
   // Restart all local workers after a failure, K times. With parameter servers: a failed server
   // restarts alone (the workers run on and wait for it); a failed worker ends the job.
   int max_restarts = 0;

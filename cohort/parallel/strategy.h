@@ -45,6 +45,11 @@ struct StrategyContext {
   std::shared_ptr<rendezvous::Store> store = nullptr;
   const rendezvous::EnvMap* env = nullptr;
   int64_t total_steps = 0;
+  // This process in the job, also when it forms no group (parameter-server workers), and how
+  // often it was restarted alone (COHORT_WORKER_RESTARTS).
+  int rank = 0;
+  int world_size = 1;
+  int restarts_alone = 0;
 };
 
 // Communication of the last step, for the step metrics (train/step_metrics.h).
@@ -98,6 +103,10 @@ class Strategy {
   virtual void load_state(const StrategyState& state) {}
   // Waits for communication still in flight; never throws. Called before destruction.
   virtual void shutdown() noexcept {}
+  // The step this worker's training starts at when the strategy decides it rather than a
+  // checkpoint: a parameter-server worker restarted alone rejoins where the servers are. 0: the
+  // trainer's own position (fresh, or its checkpoint's).
+  virtual int64_t start_step() const { return 0; }
 
   nn::Module& model() { return model_; }
   optim::Optimizer& optimizer() { return optimizer_; }

@@ -67,6 +67,10 @@ void SspGate::leave(int rank) {
   left_.at(size_t(rank)) = true;
 }
 
+void SspGate::rejoin(int rank) {
+  left_.at(size_t(rank)) = false;
+}
+
 StepIntervals::StepIntervals(int num_workers)
     : intervals_(size_t(num_workers)), answered_at_(size_t(num_workers)) {}
 

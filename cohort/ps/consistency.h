@@ -44,8 +44,10 @@ class SspGate {
   int64_t push(int rank);
   // Whether worker `rank` may compute its next step now (its answer may go).
   bool may_proceed(int rank) const;
-  // Worker `rank` finished: it no longer counts as the slowest.
+  // Worker `rank` finished (or went away): it no longer counts as the slowest.
   void leave(int rank);
+  // Worker `rank` came back (restarted alone): it counts again, from its clock.
+  void rejoin(int rank);
   // The smallest clock of the workers still running (the largest clock if none runs).
   int64_t slowest() const;
   int64_t clock(int rank) const { return clock_.at(size_t(rank)); }

@@ -75,6 +75,9 @@ WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
                    "parallel.strategy = 'ps' cannot resume yet (run.resume = '",
                    cfg.get_string("run.resume"),
                    "'): the servers' state is not checkpointed in this version");
+  COHORT_CHECK_ARG(cfg.get_float("train.time_limit_s") <= 0,
+                   "parallel.strategy = 'ps' does not support train.time_limit_s yet (each worker "
+                   "would stop at its own step; BSP's servers would wait for the stopped ones)");
   const rendezvous::EnvMap empty_env;
   const rendezvous::EnvMap& env = ctx.env ? *ctx.env : empty_env;
   WorkerOptions o;
@@ -82,8 +85,9 @@ WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
   COHORT_CHECK_ARG(o.num_servers > 0 && ctx.store != nullptr,
                    "parallel.strategy = 'ps' needs parameter servers: start the job with "
                    "`cohort train CONFIG --workers N --servers S` (or `cohort run --servers S`)");
-  o.rank = ctx.group ? ctx.group->rank() : 0;
-  o.num_workers = ctx.group ? ctx.group->size() : 1;
+  o.rank = ctx.rank;
+  o.num_workers = ctx.world_size;
+  o.rejoin = ctx.restarts_alone > 0;
   o.store = ctx.store;
   o.secret = rendezvous::secret_from_env(env, rendezvous::SecretPolicy::kAllowInsecure);
   o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
@@ -159,6 +163,7 @@ PsStrategy::PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions optio
   grads_.resize(size_t(layout_.total));
   values_.resize(size_t(layout_.total));
   worker_->pull(values_.data());  // start from the servers' parameters
+  step_ = worker_->start_step();  // 0, or where a worker restarted alone rejoins
   scatter_values(params_, layout_, {0, layout_.total}, values_.data());
 }
 

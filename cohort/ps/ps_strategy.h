@@ -42,6 +42,7 @@ class PsStrategy : public parallel::Strategy {
   nlohmann::json take_interval_metrics() override;
   nlohmann::json summary_metrics() const override;
   void shutdown() noexcept override;
+  int64_t start_step() const override { return step_; }
 
  private:
   NamedTensors params_;

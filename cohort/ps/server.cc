@@ -83,9 +83,12 @@ void ParamServer::wait(Millis idle_timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (!error_.empty()) throw InvalidArgument(error_);
+    check_away();
     if (int(said_bye_.size()) == o_.num_workers) return;
-    const auto deadline = last_activity_ + idle_timeout;
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
+    auto deadline = last_activity_ + idle_timeout;
+    for (const auto& [rank, since] : away_)
+      deadline = std::min(deadline, since + o_.rejoin_timeout + Millis(1));
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && away_.empty() &&
         std::chrono::steady_clock::now() >= last_activity_ + idle_timeout) {
       throw Timeout(str(who(), ": no request from any worker for ", idle_timeout.count(), " ms (",
                         said_bye_.size(), " of ", o_.num_workers, " workers finished, at step ",
@@ -130,7 +133,11 @@ Bytes ParamServer::hello(uint64_t peer, const Bytes& payload) {
     log::warn("ps", msg);
     throw InvalidArgument(msg);
   }
+  for (const auto& [other, rank] : ranks_)
+    COHORT_CHECK_ARG(rank != h.rank, who(), ": worker ", h.rank,
+                     " said hello twice (it is already connected)");
   if (!schedule_) schedule_ = o_.make_schedule(h.total_steps);
+  if (away_.count(h.rank)) rejoin(h.rank);
   ranks_[peer] = h.rank;
   return encode_hello_reply({next_step(h.rank), uint8_t(ckpt_ ? 1 : 0)});
 }
@@ -351,10 +358,38 @@ void ParamServer::on_leave(const comm::service::Peer& peer, const std::string& w
   const int rank = it->second;
   ranks_.erase(it);
   if (said_bye_.count(rank) || !error_.empty()) return;
-  error_ = str(who(), ": worker ", rank, " (", peer.address, ") left without saying goodbye",
-               why.empty() ? "" : " (" + why + ")", " at step ", step_);
-  log::error("ps", error_);
+  const std::string left =
+      str(who(), ": worker ", rank, " (", peer.address, ") left without saying goodbye",
+          why.empty() ? "" : " (" + why + ")", " at step ", next_step(rank));
+  if (o_.rejoin_timeout.count() > 0) {
+    // It may be restarted: forget its unanswered push (it comes again), stop waiting for it.
+    log::warn("ps", left, "; waiting up to ", o_.rejoin_timeout.count(), " ms for it to rejoin");
+    away_[rank] = std::chrono::steady_clock::now();
+    pushed_.erase(rank);
+    held_.erase(rank);
+    gate_.leave(rank);
+    release_held();
+  } else {
+    error_ = left;
+    log::error("ps", error_);
+  }
   cv_.notify_all();
+}
+
+void ParamServer::rejoin(int rank) {
+  away_.erase(rank);
+  gate_.rejoin(rank);
+  log::info("ps", who(), ": worker ", rank, " rejoined at step ", next_step(rank));
+}
+
+void ParamServer::check_away() const {
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [rank, since] : away_) {
+    if (now - since < o_.rejoin_timeout) continue;
+    throw InvalidArgument(str(who(), ": worker ", rank,
+                              " left without saying goodbye and did not rejoin within ",
+                              o_.rejoin_timeout.count(), " ms (at step ", next_step(rank), ")"));
+  }
 }
 
 }  // namespace cohort::ps

@@ -25,7 +25,11 @@
 //   The staleness of a push: the server's updates applied since the values that worker last
 //   received (Zhang et al.'s tau); its lead: the steps it is ahead of the slowest worker.
 //   4. each worker says bye; wait() returns once all N did.
-// A worker that leaves without bye makes wait() throw naming it.
+// A worker that leaves without bye makes wait() throw naming it, at once or, with
+// `rejoin_timeout`, if it does not come back within it: a worker restarted alone says hello
+// again and resumes at its next step (BSP: the step being gathered, its unanswered push
+// forgotten; ASP/SSP: its clock); meanwhile SSP does not wait for it and BSP with backup
+// workers goes on without it.
 //
 // Recovery (with ckpt_dir): the server checkpoints its shard, optimizer state and bookkeeping
 // (server_state.h) every `ckpt_every` steps (BSP: its steps; ASP/SSP: every ckpt_every * N
@@ -73,6 +77,8 @@ struct ServerOptions {
   std::function<std::unique_ptr<optim::Optimizer>(optim::NamedParams)> make_optimizer;
   std::function<std::unique_ptr<optim::LrSchedule>(int64_t total_steps)> make_schedule;
   Consistency consistency;
+  // How long a worker that left without goodbye may take to come back (above); 0: never.
+  Millis rejoin_timeout{0};
   // Recovery (above). ckpt_dir empty: no checkpoints, a server failure ends the job.
   std::string ckpt_dir;
   int64_t ckpt_every = 0;  // 0: only when a worker says bye
@@ -142,6 +148,8 @@ class ParamServer {
   void save_checkpoint();
   void restore_newest();
   int rank_of(uint64_t peer, int32_t claimed) const;
+  void check_away() const;  // throws naming a worker away longer than rejoin_timeout
+  void rejoin(int rank);
   std::string who() const;
 
   ServerOptions o_;
@@ -155,6 +163,7 @@ class ParamServer {
   std::condition_variable cv_;
   std::map<uint64_t, int> ranks_;  // peer -> worker rank, after its hello
   std::set<int> said_bye_;
+  std::map<int, std::chrono::steady_clock::time_point> away_;  // left without bye, since
   // rank -> its gradient of step_, kept until all arrived so that they are summed in rank
   // order: the result does not depend on arrival order (determinism, DESIGN.md).
   std::vector<std::vector<float>> grads_;

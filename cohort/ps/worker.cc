@@ -34,11 +34,15 @@ PsWorker::PsWorker(WorkerOptions options, Layout layout)
   links_.resize(size_t(o_.num_servers));
   on_every_server([&](int i) {
     const int64_t next = connect(i, 0, "");
-    COHORT_CHECK_ARG(next == 0, server_name(i), " resumed from a checkpoint at step ", next,
-                     ", but worker ", o_.rank,
-                     " starts at step 0 (a restarted job's servers and "
-                     "workers must resume together; start a fresh run directory)");
+    COHORT_CHECK_ARG(next == 0 || o_.rejoin, server_name(i), " resumed from a checkpoint at step ",
+                     next, ", but worker ", o_.rank,
+                     " starts at step 0 (a restarted job's servers and workers must resume "
+                     "together; start a fresh run directory)");
+    links_[size_t(i)].skip_until = next;
   });
+  start_step_ = links_[0].skip_until;
+  for (const Link& l : links_) start_step_ = std::min(start_step_, l.skip_until);
+  pushed_steps_ = start_step_;
 }
 
 std::string PsWorker::server_name(int i) const {
@@ -90,12 +94,12 @@ auto PsWorker::with_recovery(int i, int64_t step, F f) {
   for (;;) {
     try {
       if (resumed >= 0) replay(i, resumed, step);
-      return f(resumed);
+      return f();
     } catch (const IoError& e) {  // the connection broke
       if (!l.checkpoints || said_bye_) throw;
       log::warn("ps", "worker ", o_.rank, ": ", e.what(), "; waiting up to ", o_.timeout.count(),
                 " ms for ", server_name(i), " to restart");
-      resumed = connect(i, l.generation, e.what());
+      resumed = l.skip_until = connect(i, l.generation, e.what());
       const int64_t kept_from = l.kept.empty() ? step : l.kept.front().first;
       COHORT_CHECK_IO(resumed >= std::min(kept_from, step), server_name(i),
                       " restarted from its checkpoint at step ", resumed, ", but worker ", o_.rank,
@@ -164,11 +168,12 @@ PushReply PsWorker::push_to(int i, int64_t step, const float* grads, float* valu
   const KeyRange r = ranges_[size_t(i)];
   Bytes push = encode_push(o_.rank, step, r, grads + r.begin);
   const std::string what = str(server_name(i), "'s answer to the push of step ", step);
-  const PushReply reply = with_recovery(i, step, [&](int64_t resumed) {
-    if (resumed > step) {  // the restarted server's checkpoint holds this push: take the values
+  const PushReply reply = with_recovery(i, step, [&] {
+    if (step < l.skip_until) {  // the server holds this push already (it restarted from a
+      // checkpoint that has it, or this worker rejoins): take the values only
       const Bytes q = encode_simple(MsgKind::kPull, o_.rank);
       bytes_to_floats(l.client->request(q), values + r.begin, r.size(), what);
-      return PushReply{.durable = resumed};
+      return PushReply{.durable = l.skip_until};
     }
     return decode_push_reply(l.client->request(push), values + r.begin, r.size(), what);
   });
@@ -207,7 +212,7 @@ void PsWorker::bye() noexcept {
     try {
       Link& l = links_[i];
       if (!l.client) continue;
-      with_recovery(int(i), pushed_steps_, [&](int64_t) { return l.client->request(q); });
+      with_recovery(int(i), pushed_steps_, [&] { return l.client->request(q); });
       l.client->close();
     } catch (const std::exception& e) {
       log::warn("ps", "worker ", o_.rank, ": goodbye to parameter server ", i,

@@ -44,6 +44,9 @@ struct WorkerOptions {
   Millis timeout = std::chrono::seconds(300);  // find, connect, and each request
   int64_t total_steps = 0;                     // sent in hello, for the servers' LR schedule
   Consistency consistency;                     // the servers' mode (the worker reports it)
+  // A worker restarted alone: it resumes where the servers are (start_step()) instead of
+  // requiring them to be at step 0.
+  bool rejoin = false;
 };
 
 struct TransferStats {
@@ -74,6 +77,10 @@ class PsWorker {
   void abandon() noexcept;
 
   const std::vector<KeyRange>& ranges() const { return ranges_; }
+  // The step this worker's next push carries: 0, or where a rejoining worker resumes (the
+  // smallest of the servers' next steps for it; a server already past it gets pulls until the
+  // worker catches up with it).
+  int64_t start_step() const { return start_step_; }
 
  private:
   // Runs f(i) for every server on its own thread, all at once; rethrows the first error.
@@ -86,6 +93,7 @@ class PsWorker {
     std::unique_ptr<comm::service::Client> client;
     int64_t generation = 0;
     bool checkpoints = false;
+    int64_t skip_until = 0;  // pushes of steps below this the server already holds
     std::deque<std::pair<int64_t, Bytes>> kept;
   };
   std::string server_name(int i) const;
@@ -96,8 +104,7 @@ class PsWorker {
   // Sends kept pushes [from, to) to server i again, in order (their answers are not needed).
   void replay(int i, int64_t from, int64_t to);
   // Runs f() against server i; when its connection breaks and the server checkpoints, waits
-  // for the restarted one, replays what it kept up to `step` and runs f() again. f gets the
-  // step the restarted server resumed from (-1 on the first try).
+  // for the restarted one, replays what it kept up to `step` and runs f() again.
   template <typename F>
   auto with_recovery(int i, int64_t step, F f);
 
@@ -105,6 +112,7 @@ class PsWorker {
   Layout layout_;
   std::vector<KeyRange> ranges_;
   std::vector<Link> links_;
+  int64_t start_step_ = 0;
   int64_t pushed_steps_ = 0;  // the next step to push (every step below went to every server)
   bool said_bye_ = false;
 };

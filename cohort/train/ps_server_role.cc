@@ -126,6 +126,7 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
   double timeout_s = cfg.get_float("ps.timeout_s");
   if (timeout_s <= 0) timeout_s = cfg.get_float("comm.timeout_s");
   const auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000.0));
+  o.rejoin_timeout = timeout;  // a worker restarted alone (--max-restarts) comes back
   ps::ParamServer server(std::move(o));
   rendezvous::TcpStore store(
       {.host = env.count("COHORT_MASTER_ADDR") ? env.at("COHORT_MASTER_ADDR") : "127.0.0.1",

@@ -50,7 +50,7 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
     : s_(std::make_unique<State>(cfg)) {
   check_combination(cfg);
   s_->world = join_world(cfg, env);
-  if (s_->world->distributed()) log::set_rank(s_->world->rank);
+  if (s_->world->size > 1) log::set_rank(s_->world->rank);
   set_num_threads(int(cfg.get_int("run.threads")));
   s_->batch = cfg.get_int("data.batch_size");
   s_->data = make_data(cfg);
@@ -73,7 +73,8 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
       s_->world->joined ? s_->world->joined->store.store : nullptr;
   s_->strategy = parallel::make_strategy(
       cfg.get_string("parallel.strategy"),
-      {*s_->model, *s_->opt, s_->world->group, cfg, store, &env, s_->total_steps});
+      {*s_->model, *s_->opt, s_->world->group, cfg, store, &env, s_->total_steps, s_->world->rank,
+       s_->world->size, s_->world->worker_restarts});
 }
 
 Trainer::~Trainer() {

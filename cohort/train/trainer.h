@@ -60,6 +60,7 @@ class Trainer {
   bool train_step(const std::vector<data::Batch>& micro, int64_t epoch, int64_t batch_index,
                   double data_s, Progress& p);
   void start_run();
+  void rejoin_at(int64_t step);  // trainer_run.cc
   void save_checkpoint();
   void run_epochs(Progress& p);
   void run_text(Progress& p);

@@ -91,7 +91,8 @@ void log_step(Trainer::State& s, double loss, int64_t epoch, double sps) {
 // fault.kill_rank / fault.kill_at_step: the test seam for "a worker dies mid-epoch".
 void maybe_kill_self(const Trainer::State& s) {
   if (s.world->rank != s.cfg.get_int("fault.kill_rank")) return;
-  if (s.step != s.cfg.get_int("fault.kill_at_step") || s.world->restart_count > 0) return;
+  if (s.step != s.cfg.get_int("fault.kill_at_step")) return;
+  if (s.world->restart_count > 0 || s.world->worker_restarts > 0) return;  // first start only
   std::fprintf(stderr, "fault injection: rank %d kills itself after step %ld\n", s.world->rank,
                long(s.step));
   std::fflush(nullptr);

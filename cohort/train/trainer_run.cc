@@ -65,9 +65,9 @@ std::string metrics_path(const Trainer::State& s) {
 }
 
 void print_start(const Trainer::State& s) {
-  std::string workers = s.world->size > 1 ? detail::str(", ", s.world->size, " workers (",
-                                                        s.world->group->backend_name(), ")")
-                                          : "";
+  const std::string how = s.world->group ? s.world->group->backend_name() : "parameter servers";
+  std::string workers =
+      s.world->size > 1 ? detail::str(", ", s.world->size, " workers (", how, ")") : "";
   std::printf("cohort train: %s, %ld parameters, %ld steps, %d thread(s)%s, run dir %s\n",
               s.cfg.get_string("model.type").c_str(), long(s.model->num_parameters()),
               long(s.total_steps), num_threads(), workers.c_str(), s.run_dir.c_str());
@@ -81,6 +81,7 @@ void Trainer::start_run() {
   s.run_dir = make_run_dir(s.cfg, chief);
   s.log = std::make_unique<MetricsLog>(metrics_path(s));
   s.ckpt = make_checkpoints(s.cfg, s.run_dir);
+  if (s.strategy->start_step() > 0) return rejoin_at(s.strategy->start_step());
   std::optional<ckpt::CheckpointData> d = find_resume_checkpoint(s);
   if (d) {
     s.resume_pos = s.pos = restore_checkpoint(s, *d);
@@ -95,6 +96,19 @@ void Trainer::start_run() {
     move_stale_checkpoints(*s.ckpt);
   }
   if (s.world->distributed()) s.world->group->barrier();  // nobody saves before all resumed
+}
+
+// A worker restarted alone whose strategy resumes it where the job is (a parameter-server
+// worker: the servers hold the model and its pushes so far): the data position of `step`,
+// which the loader reaches deterministically, and no checkpoint of its own to load.
+void Trainer::rejoin_at(int64_t step) {
+  State& s = *s_;
+  s.step = s.start_step = s.last_saved_step = step;
+  s.resume_pos = s.pos = {step / s.steps_per_epoch, (step % s.steps_per_epoch) * s.grad_accum};
+  s.last_saved_pos = s.pos;
+  s.samples = step * s.grad_accum * s.batch;
+  std::printf("cohort train: worker %d rejoined the job at step %ld (epoch %ld, batch %ld)\n",
+              s.world->rank, long(step), long(s.pos.epoch), long(s.pos.batch_in_epoch));
 }
 
 void Trainer::save_checkpoint() {

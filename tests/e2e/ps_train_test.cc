@@ -55,6 +55,15 @@ void expect_close(const cohort::NamedTensors& a, const cohort::NamedTensors& b,
   }
 }
 
+void expect_equal(const cohort::NamedTensors& a, const cohort::NamedTensors& b,
+                  const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].second.to_vector<float>(), b[i].second.to_vector<float>())
+        << what << ": " << a[i].first;
+  }
+}
+
 nlohmann::json summary(const fs::path& metrics) {
   return cohort::testing::last_record(metrics, "summary");
 }
@@ -110,8 +119,8 @@ TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJobOrRestarts
       run_cli("run -n 1 --servers 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && exit 3; sleep 30'");
   EXPECT_EQ(failed.status, 3) << failed.output;
   EXPECT_TRUE(contains(failed, "server 0 exited with")) << failed.output;
-  // With restarts left a failed server restarts alone (the worker runs on); a failed worker
-  // still ends a parameter-server job.
+  // With restarts left a failed server restarts alone (the worker runs on), and so does a
+  // failed worker (COHORT_WORKER_RESTARTS); past the restarts the job ends.
   CliResult again = run_cli(
       "run -n 1 --servers 1 --max-restarts 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && "
       "{ echo server restarts=$COHORT_SERVER_RESTARTS; exit $((3 - 3 * COHORT_SERVER_RESTARTS)); "
@@ -122,10 +131,16 @@ TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJobOrRestarts
   EXPECT_TRUE(contains(again, "[server 0] server restarts=1")) << again.output;
   EXPECT_TRUE(contains(again, "[rank 0] worker done")) << again.output;
   CliResult worker = run_cli(
-      "run -n 1 --servers 1 --max-restarts 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && "
-      "exec sleep 30; exit 4'");
+      "run -n 2 --servers 1 --max-restarts 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && "
+      "exec sleep 30; [ $COHORT_RANK = 0 ] && exec sleep 30; "
+      "echo worker restarts=${COHORT_WORKER_RESTARTS:-0}; exit 4'");
   EXPECT_EQ(worker.status, 4) << worker.output;
-  EXPECT_TRUE(contains(worker, "restarts only its servers, not a failed worker")) << worker.output;
+  EXPECT_TRUE(contains(worker,
+                       "rank 1 exited with exit code 4; restarting it alone (worker "
+                       "restart 1)"))
+      << worker.output;
+  EXPECT_TRUE(contains(worker, "[rank 1] worker restarts=1")) << worker.output;
+  EXPECT_TRUE(contains(worker, "restarts used: 1 of 1")) << worker.output;
   CliResult nodes = run_cli("run -n 1 --servers 1 --nnodes 2 --master 127.0.0.1:1 -- true");
   EXPECT_NE(nodes.status, 0) << nodes.output;
   EXPECT_TRUE(contains(nodes, "multi-node parameter servers come later")) << nodes.output;
@@ -134,8 +149,9 @@ TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJobOrRestarts
 // kill -9 of a server mid-run (fault.kill_server: after step 12's update, before answering it)
 // with --max-restarts 1: the launcher restarts it alone, it restores its checkpoint of step 10,
 // the workers replay their pushes of steps 10 and 11 and push 12 again. BSP sums each step's
-// gradients in rank order, so the run ends bit-identical to an uninterrupted one.
-TEST(PsTrain, AServerKilledMidRunRestartsFromItsCheckpointAndBspEndsBitIdentical) {
+// gradients in rank order, so the run ends bit-identical to an uninterrupted one. The same
+// for a worker killed mid-run, which restarts alone and rejoins.
+TEST(PsTrain, AKilledServerOrWorkerRestartsAloneAndBspEndsBitIdentical) {
   fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "restart");
   const std::string common =
       " --set optim.momentum=0.9 --set parallel.strategy=ps"
@@ -150,11 +166,17 @@ TEST(PsTrain, AServerKilledMidRunRestartsFromItsCheckpointAndBspEndsBitIdentical
   EXPECT_TRUE(contains(killed, "restarted from its checkpoint of version 10 (step 10)"))
       << killed.output;
   EXPECT_TRUE(contains(killed, "restarted at step 10; replaying 2 kept pushes")) << killed.output;
-  const cohort::NamedTensors a = final_model(d / "whole"), b = final_model(d / "killed");
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].second.to_vector<float>(), b[i].second.to_vector<float>()) << a[i].first;
-  }
+  expect_equal(final_model(d / "whole"), final_model(d / "killed"), "server killed");
+  // A worker killed after step 8 restarts alone and rejoins at step 8: the same data position
+  // (the sampler is deterministic), the same gradients, the same weights.
+  CliResult worker =
+      run_cli(job(d, "worker", 32) + common +
+              " --max-restarts 1 --set fault.kill_rank=1 --set fault.kill_at_step=8");
+  ASSERT_EQ(worker.status, 0) << worker.output;
+  EXPECT_TRUE(contains(worker, "rank 1 was killed by signal 9")) << worker.output;
+  EXPECT_TRUE(contains(worker, "worker 1 rejoined the job at step 8 (epoch 0, batch 8)"))
+      << worker.output;
+  expect_equal(final_model(d / "whole"), final_model(d / "worker"), "worker killed");
   // SSP (and ASP alike): each worker replays from its own clock in the checkpoint; the job ends.
   CliResult ssp = run_cli(job(d, "ssp", 32) + common +
                           " --set ps.mode=ssp --set fault.slow_rank=1 --set fault.slow_factor=2"

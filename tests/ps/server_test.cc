@@ -33,7 +33,7 @@ NamedTensors model(int64_t second = 3) {
 }
 
 struct Job {
-  explicit Job(int servers, int workers, Consistency c = {})
+  explicit Job(int servers, int workers, Consistency c = {}, Millis rejoin = Millis(0))
       : secret(rendezvous::Secret::generate()) {
     for (int i = 0; i < servers; ++i) {
       ServerOptions o;
@@ -43,6 +43,7 @@ struct Job {
       o.params = model();
       o.secret = secret;
       o.consistency = c;
+      o.rejoin_timeout = rejoin;
       o.make_optimizer = [](optim::NamedParams p) {
         return std::make_unique<optim::SGD>(std::move(p), optim::SgdOptions{.lr = kLr});
       };
@@ -113,8 +114,8 @@ TEST(PsServer, AWorkerWithAnotherModelIsRefusedNamingTheParameterAndTheRank) {
 }
 
 TEST(PsServer, APushOfTheWrongSizeOrStepIsRefusedNamingTheWorkerAndTheRange) {
-  Job job(2, 1);
-  PsWorker w(job.worker(0, 1), layout_of(model()));  // hello on both servers
+  Job job(2, 2);
+  PsWorker w(job.worker(1, 2), layout_of(model()));  // hello on both servers
   comm::service::Client raw(
       {.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))),  // "127.0.0.1:"
        .secret = job.secret});
@@ -124,8 +125,10 @@ TEST(PsServer, APushOfTheWrongSizeOrStepIsRefusedNamingTheWorkerAndTheRange) {
               raw.request(encode_push(0, 0, {0, 3}, g.data()));
             }).find("has not said hello"),
             std::string::npos);
-  raw.request(encode_hello({0, 1, 0, layout_of(model())}));
-  std::string m = message_of([&] { raw.request(encode_push(0, 0, {0, 2}, g.data())); });
+  std::string m = message_of([&] { raw.request(encode_hello({1, 2, 0, layout_of(model())})); });
+  EXPECT_NE(m.find("worker 1 said hello twice (it is already connected)"), std::string::npos) << m;
+  raw.request(encode_hello({0, 2, 0, layout_of(model())}));
+  m = message_of([&] { raw.request(encode_push(0, 0, {0, 2}, g.data())); });
   EXPECT_NE(m.find("parameter server 0: worker 0 pushed 2 values for keys [0, 2); this server "
                    "owns keys [0, 3)"),
             std::string::npos)
@@ -201,6 +204,39 @@ TEST(PsServer, AWorkerThatLeavesWithoutGoodbyeIsNamed) {
   std::string m = message_of([&] { job.servers[0]->wait(5s); });
   EXPECT_NE(m.find("parameter server 0: worker 1"), std::string::npos) << m;
   EXPECT_NE(m.find("left without saying goodbye"), std::string::npos) << m;
+}
+
+// With rejoin_timeout a worker that left without goodbye may come back (restarted alone): its
+// unanswered push is forgotten and it resumes at the step being gathered; one that does not
+// come back in time is named.
+TEST(PsServer, AWorkerThatLeftRejoinsWithinTheTimeoutOrIsNamed) {
+  Job job(1, 2, {}, 5s);
+  PsWorker w0(job.worker(0, 2), layout_of(model()));
+  std::vector<float> v0(7), v1(7), grads(7, 1.0f);
+  {
+    PsWorker gone(job.worker(1, 2), layout_of(model()));
+    gone.abandon();
+  }
+  auto first = std::async(std::launch::async, [&] { w0.push_pull(0, grads.data(), v0.data()); });
+  WorkerOptions o = job.worker(1, 2);
+  o.rejoin = true;
+  PsWorker back(o, layout_of(model()));
+  EXPECT_EQ(back.start_step(), 0);
+  back.push_pull(0, grads.data(), v1.data());
+  first.get();
+  EXPECT_EQ(v0, v1);
+  EXPECT_EQ(v0[0], 1 - float(kLr));
+  w0.bye();
+  back.bye();
+  job.servers[0]->wait(5s);
+
+  Job late(1, 2, {}, 200ms);
+  PsWorker stays(late.worker(0, 2), layout_of(model()));
+  PsWorker(late.worker(1, 2), layout_of(model())).abandon();
+  std::string m = message_of([&] { late.servers[0]->wait(5s); });
+  EXPECT_NE(m.find("worker 1 left without saying goodbye and did not rejoin within 200 ms"),
+            std::string::npos)
+      << m;
 }
 
 // ASP: each push is applied on arrival and answered at once; the second worker's push is one

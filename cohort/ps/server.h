@@ -27,6 +27,10 @@
 //   4. each worker says bye; wait() returns once all N did.
 // A worker that leaves without bye makes wait() throw naming it.
 //
+// Metrics: stats() at the end; bytes in/out and the queue depth (requests waiting for an
+// answer, sampled after each push) in stats().traffic, and every metrics_every_updates updates
+// an interval of them to on_interval (server_metrics.h).
+//
 // Threads: the handlers run on the service loop thread; wait() on the caller's. State is under
 // mu_. The update (an elementwise optimizer over the slice) runs on the loop thread.
 #include <chrono>
@@ -44,6 +48,7 @@
 #include "cohort/optim/schedule.h"
 #include "cohort/ps/consistency.h"
 #include "cohort/ps/protocol.h"
+#include "cohort/ps/server_metrics.h"
 
 namespace cohort::ps {
 
@@ -62,6 +67,11 @@ struct ServerOptions {
   std::function<std::unique_ptr<optim::Optimizer>(optim::NamedParams)> make_optimizer;
   std::function<std::unique_ptr<optim::LrSchedule>(int64_t total_steps)> make_schedule;
   Consistency consistency;
+  // A ServerInterval (server_metrics.h) to on_interval every this many updates (0: none).
+  // on_interval runs on the service loop thread under the server's mutex: keep it short (one
+  // metrics line), and do not call back into the server.
+  int64_t metrics_every_updates = 0;
+  std::function<void(const ServerInterval&)> on_interval;
 };
 
 // What a server did, for its log line and metrics record at the end.
@@ -75,6 +85,7 @@ struct ServerStats {
   double mean_staleness = 0;
   std::vector<double> median_step_s;  // per worker: answer -> next push
   std::optional<Straggler> straggler;
+  ServerTraffic traffic;  // bytes in/out, queue depth (server_metrics.h)
 };
 
 class ParamServer {
@@ -114,6 +125,7 @@ class ParamServer {
   Bytes answer(int rank, PushReply reply);
   void release_held();  // SSP: answers whose worker may now proceed
   void record_staleness(int64_t tau);
+  void sample_after_push();  // queue depth; the interval record when one is due
   int rank_of(uint64_t peer, int32_t claimed) const;
   std::string who() const;
 
@@ -139,6 +151,7 @@ class ParamServer {
   SspGate gate_;
   StepIntervals intervals_;
   ServerStats stats_;
+  ServerMetrics metrics_{o_.metrics_every_updates};
   double staleness_sum_ = 0;
   std::optional<std::chrono::steady_clock::time_point> first_push_;
   std::string error_;  // set once: wait() throws it

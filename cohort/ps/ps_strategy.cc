@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "cohort/core/logging.h"
+#include "cohort/optim/clip.h"
 
 namespace cohort::ps {
 namespace {
@@ -56,6 +57,15 @@ void add_ps_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  r.add({"ps.server_metrics_every",
+         ConfigType::kInt,
+         int64_t(100),
+         "Parameter servers: a `server_interval` record (updates/s, bytes in/out, queue depth) "
+         "in metrics.server<i>.jsonl every this many optimizer updates of that server; 0: only "
+         "the final `server_summary`.",
+         "",
+         {},
+         0.0});
   r.add({"ps.timeout_s",
          ConfigType::kFloat,
          0.0,
@@ -68,9 +78,6 @@ void add_ps_keys(ConfigRegistry& r) {
 
 WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
   const Config& cfg = ctx.config;
-  COHORT_CHECK_ARG(cfg.get_float("optim.clip_grad_norm") <= 0,
-                   "parallel.strategy = 'ps' does not support optim.clip_grad_norm yet (the "
-                   "global norm across servers is a later step); set it to 0");
   COHORT_CHECK_ARG(cfg.get_string("run.resume").empty(),
                    "parallel.strategy = 'ps' cannot resume yet (run.resume = '",
                    cfg.get_string("run.resume"),
@@ -142,11 +149,23 @@ void PsMetrics::add(const PushReply& r) {
   ++hist[std::min<size_t>(size_t(std::max(0, r.staleness)), kHistBuckets - 1)];
 }
 
+void PsMetrics::add_transfer(const TransferStats& t, double seconds, Transfer kind) {
+  if (kind == Transfer::kPushPull) {
+    push_bytes += t.bytes_sent;
+    push_pull_s += seconds;
+  } else {
+    pull_s += seconds;
+  }
+  pull_bytes += t.bytes_received;
+}
+
 nlohmann::json PsMetrics::json(bool with_hist) const {
   const double n = double(std::max<int64_t>(pushes, 1));
   nlohmann::json j{{"staleness_max", staleness_max}, {"staleness_mean", staleness_sum / n},
                    {"lead_max", lead_max},           {"ssp_blocked_ms", 1e3 * blocked_s / n},
-                   {"ssp_blocked_s", blocked_s},     {"dropped_pushes", dropped}};
+                   {"ssp_blocked_s", blocked_s},     {"dropped_pushes", dropped},
+                   {"push_bytes", push_bytes},       {"pull_bytes", pull_bytes},
+                   {"push_pull_s", push_pull_s},     {"pull_s", pull_s}};
   if (with_hist) {
     nlohmann::json h = nlohmann::json::object();
     for (size_t i = 0; i < hist.size(); ++i)
@@ -162,25 +181,30 @@ PsStrategy::PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions optio
   worker_ = std::make_unique<PsWorker>(std::move(options), layout_);
   grads_.resize(size_t(layout_.total));
   values_.resize(size_t(layout_.total));
-  worker_->pull(values_.data());  // start from the servers' parameters
+  const auto t0 = std::chrono::steady_clock::now();
+  TransferStats t = worker_->pull(values_.data());  // start from the servers' parameters
+  for (PsMetrics* m : {&interval_, &run_}) m->add_transfer(t, seconds_since(t0), Transfer::kPull);
   step_ = worker_->start_step();  // 0, or where a worker restarted alone rejoins
   scatter_values(params_, layout_, {0, layout_.total}, values_.data());
 }
 
-double PsStrategy::clip_grad_norm(double) {
-  throw InvalidArgument(
-      "parallel.strategy = 'ps' does not support clip_grad_norm yet (the global norm across "
-      "servers is a later step)");
+double PsStrategy::clip_grad_norm(double max_norm) {
+  // This worker's own gradient, over every parameter, before the push (ps_strategy.h).
+  return optim::clip_grad_norm(params_, max_norm);
 }
 
 void PsStrategy::step() {
   const auto t0 = std::chrono::steady_clock::now();
   gather_grads(params_, layout_, {0, layout_.total}, grads_.data());
+  const auto t1 = std::chrono::steady_clock::now();
   TransferStats t = worker_->push_pull(step_, grads_.data(), values_.data());
+  const double push_pull_s = seconds_since(t1);
   scatter_values(params_, layout_, {0, layout_.total}, values_.data());
   ++step_;
-  interval_.add(t.reply);
-  run_.add(t.reply);
+  for (PsMetrics* m : {&interval_, &run_}) {
+    m->add(t.reply);
+    m->add_transfer(t, push_pull_s, Transfer::kPushPull);
+  }
   const double s = seconds_since(t0);
   stats_ = {
       .comm_s = s, .exposed_s = s, .bytes_sent = t.bytes_sent, .bytes_received = t.bytes_received};

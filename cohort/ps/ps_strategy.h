@@ -9,6 +9,11 @@
 // (partition.h), PsWorker::push_pull (one request per server, all in flight at once), copy the
 // values back into the parameters. At construction: connect, hello (the model check), pull, so
 // that every worker starts from the servers' values. The local optimizer only clears grads.
+//
+// optim.clip_grad_norm: each worker clips its own gradient (the global L2 norm over all of its
+// parameters, after its micro-batches are accumulated) before pushing it, so the servers
+// average clipped gradients. DDP instead clips the averaged gradient; with one worker (or
+// workers whose norms stay under the bound) the two are the same.
 // shutdown() says goodbye to the servers, unless an exception is unwinding (a failing worker:
 // the servers then name it as having left without goodbye).
 #include <memory>
@@ -22,13 +27,21 @@ namespace cohort::ps {
 // The [ps] consistency keys, checked (InvalidArgument naming the key) for `num_workers`.
 Consistency consistency_from_config(const Config& cfg, int num_workers);
 
+enum class Transfer { kPushPull, kPull };
+
 // A worker's view of its pushes (the servers' replies): staleness (max, mean, histogram of
-// 0..7 and 8+), lead over the slowest worker, time its pulls were held by SSP, dropped pushes.
+// 0..7 and 8+), lead over the slowest worker, time its pulls were held by SSP, dropped pushes;
+// and its traffic: push_bytes (gradients sent), pull_bytes (values received, by push_pull and
+// by the initial pull), and the seconds spent in push_pull (push_pull_s: the round trip,
+// waiting for the servers included) and in pull (pull_s).
 struct PsMetrics {
   int64_t pushes = 0, staleness_max = 0, lead_max = 0, dropped = 0;
   double staleness_sum = 0, blocked_s = 0;
   std::vector<uint64_t> hist;
+  uint64_t push_bytes = 0, pull_bytes = 0;
+  double push_pull_s = 0, pull_s = 0;
   void add(const PushReply& r);
+  void add_transfer(const TransferStats& t, double seconds, Transfer kind);
   nlohmann::json json(bool with_hist) const;
 };
 

@@ -101,12 +101,15 @@ std::optional<Bytes> ParamServer::on_request(const comm::service::Peer& peer, ui
                                              Bytes payload) {
   std::lock_guard<std::mutex> lock(mu_);
   last_activity_ = std::chrono::steady_clock::now();
+  metrics_.received(payload.size());
   const MsgKind kind = peek_kind(payload);
   if (kind == MsgKind::kHello) return hello(peer.id, payload);
   const int rank = rank_of(peer.id, peek_rank(payload));
   if (kind == MsgKind::kPull) {
     sent_version_[size_t(rank)] = version_;
-    return floats_to_bytes(shard_.data<float>(), range_.size());
+    Bytes values = floats_to_bytes(shard_.data<float>(), range_.size());
+    metrics_.sent(values.size());
+    return values;
   }
   if (kind == MsgKind::kPush) return push(peer.id, id, payload);
   said_bye_.insert(rank);
@@ -161,8 +164,22 @@ std::optional<Bytes> ParamServer::push(uint64_t peer, uint64_t id, const Bytes& 
   if (!first_push_) first_push_ = now;
   intervals_.pushed(rank, now);
   ++stats_.pushes;
-  if (o_.consistency.mode == Mode::kBsp) return push_bsp(rank, peer, id, p);
-  return push_async(rank, peer, id, p);
+  std::optional<Bytes> now_answer = o_.consistency.mode == Mode::kBsp
+                                        ? push_bsp(rank, peer, id, p)
+                                        : push_async(rank, peer, id, p);
+  sample_after_push();
+  return now_answer;
+}
+
+void ParamServer::sample_after_push() {
+  const int64_t waiting = int64_t(pushed_.size() + held_.size());
+  auto interval = metrics_.pushed(waiting, stats_.updates, std::chrono::steady_clock::now());
+  if (!interval || !o_.on_interval) return;
+  try {
+    o_.on_interval(*interval);
+  } catch (const std::exception& e) {  // metrics must not fail a push
+    log::warn("ps", who(), ": could not record its interval metrics: ", e.what());
+  }
 }
 
 std::optional<Bytes> ParamServer::push_bsp(int rank, uint64_t peer, uint64_t id, const Push& p) {
@@ -234,7 +251,9 @@ Bytes ParamServer::answer(int rank, PushReply reply) {
   reply.durable = durable_[size_t(rank)];
   sent_version_[size_t(rank)] = version_;
   intervals_.answered(rank, std::chrono::steady_clock::now());
-  return encode_push_reply(reply, shard_.data<float>(), range_.size());
+  Bytes b = encode_push_reply(reply, shard_.data<float>(), range_.size());
+  metrics_.sent(b.size());
+  return b;
 }
 
 void ParamServer::release_held() {
@@ -348,6 +367,7 @@ ServerStats ParamServer::stats() const {
   s.mean_staleness = s.pushes > 0 ? staleness_sum_ / double(s.pushes) : 0;
   for (int r = 0; r < o_.num_workers; ++r) s.median_step_s.push_back(intervals_.median_s(r));
   s.straggler = find_straggler(intervals_);
+  s.traffic = metrics_.total();
   return s;
 }
 

@@ -41,6 +41,10 @@
 // recomputed from the same N gradients, summed in rank order: the run ends bit-identical to an
 // uninterrupted one.
 //
+// Metrics: stats() at the end; bytes in/out and the queue depth (requests waiting for an
+// answer, sampled after each push) in stats().traffic, and every metrics_every_updates updates
+// an interval of them to on_interval (server_metrics.h).
+//
 // Threads: the handlers run on the service loop thread; wait() on the caller's. State is under
 // mu_. The update (an elementwise optimizer over the slice) runs on the loop thread.
 #include <chrono>
@@ -58,6 +62,7 @@
 #include "cohort/optim/schedule.h"
 #include "cohort/ps/consistency.h"
 #include "cohort/ps/protocol.h"
+#include "cohort/ps/server_metrics.h"
 #include "cohort/ps/server_state.h"
 
 namespace cohort::ps {
@@ -88,6 +93,11 @@ struct ServerOptions {
   // now being gathered; ASP/SSP: pushes / N) once any due checkpoint is written: the fault seam
   // of the recovery tests (train/ps_server_role.cc kills the process there).
   std::function<void(int64_t step)> after_update;
+  // A ServerInterval (server_metrics.h) to on_interval every this many updates (0: none).
+  // on_interval runs on the service loop thread under the server's mutex: keep it short (one
+  // metrics line), and do not call back into the server.
+  int64_t metrics_every_updates = 0;
+  std::function<void(const ServerInterval&)> on_interval;
 };
 
 // What a server did, for its log line and metrics record at the end.
@@ -101,6 +111,7 @@ struct ServerStats {
   double mean_staleness = 0;
   std::vector<double> median_step_s;  // per worker: answer -> next push
   std::optional<Straggler> straggler;
+  ServerTraffic traffic;  // bytes in/out, queue depth (server_metrics.h)
 };
 
 class ParamServer {
@@ -147,6 +158,7 @@ class ParamServer {
   void after_update();                  // a due checkpoint, then o_.after_update
   void save_checkpoint();
   void restore_newest();
+  void sample_after_push();  // queue depth; the interval record when one is due
   int rank_of(uint64_t peer, int32_t claimed) const;
   void check_away() const;  // throws naming a worker away longer than rejoin_timeout
   void rejoin(int rank);
@@ -175,6 +187,7 @@ class ParamServer {
   SspGate gate_;
   StepIntervals intervals_;
   ServerStats stats_;
+  ServerMetrics metrics_{o_.metrics_every_updates};
   double staleness_sum_ = 0;
   std::optional<std::chrono::steady_clock::time_point> first_push_;
   std::unique_ptr<ckpt::CheckpointManager> ckpt_;

@@ -34,10 +34,12 @@ PsWorker::PsWorker(WorkerOptions options, Layout layout)
   links_.resize(size_t(o_.num_servers));
   on_every_server([&](int i) {
     const int64_t next = connect(i, 0, "");
-    COHORT_CHECK_ARG(next == 0 || o_.rejoin, server_name(i), " resumed from a checkpoint at step ",
-                     next, ", but worker ", o_.rank,
-                     " starts at step 0 (a restarted job's servers and workers must resume "
-                     "together; start a fresh run directory)");
+    COHORT_CHECK_ARG(next == 0 || o_.rejoin, server_name(i), " expects worker ", o_.rank,
+                     "'s push of step ", next,
+                     " (it resumed from a checkpoint, or this rank "
+                     "already trained there), but this worker starts at step 0; a worker "
+                     "restarted alone rejoins with COHORT_WORKER_RESTARTS set (the launcher does "
+                     "it); a restarted job needs a fresh run directory");
     links_[size_t(i)].skip_until = next;
   });
   start_step_ = links_[0].skip_until;

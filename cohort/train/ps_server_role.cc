@@ -23,14 +23,22 @@ int required_int(const rendezvous::EnvMap& env, const char* name) {
   return v;
 }
 
+std::string metrics_path(const Config& cfg, int index) {
+  const std::string dir = make_run_dir(cfg, /*write_config=*/false);
+  return detail::str(dir, "/metrics.server", index, ".jsonl");
+}
+
 // The end of a server's run: a log line (updates/s, dropped pushes, staleness, the straggler
-// if any) and a "server_summary" record in <run dir>/metrics.server<i>.jsonl.
+// if any) and a "server_summary" record (with bytes in/out and queue depth) in <run
+// dir>/metrics.server<i>.jsonl.
 void report(const Config& cfg, int index, const ps::ServerStats& st) {
   const double ups = st.seconds > 0 ? double(st.updates) / st.seconds : 0;
   log::info("ps", "parameter server ", index, ": every worker finished; ", st.updates,
             " updates in ", st.seconds, " s (", ups, " updates/s), ", st.pushes, " pushes, ",
             st.dropped, " dropped, ", st.held, " held by SSP; staleness max ", st.max_staleness,
-            ", mean ", st.mean_staleness);
+            ", mean ", st.mean_staleness, "; ", st.traffic.bytes_in, " bytes in, ",
+            st.traffic.bytes_out, " out; queue depth max ", st.traffic.queue_depth_max, ", mean ",
+            st.traffic.queue_depth_mean());
   nlohmann::json j{{"event", "server_summary"},
                    {"server", index},
                    {"updates", st.updates},
@@ -52,8 +60,19 @@ void report(const Config& cfg, int index, const ps::ServerStats& st) {
                       {"median_step_ms", 1e3 * s.median_s},
                       {"others_median_step_ms", 1e3 * s.others_median_s}};
   }
-  const std::string dir = make_run_dir(cfg, /*write_config=*/false);
-  MetricsLog(detail::str(dir, "/metrics.server", index, ".jsonl")).write(j);
+  j.update(ps::traffic_json(st.traffic));
+  MetricsLog(metrics_path(cfg, index)).write(j);
+}
+
+// Every ps.server_metrics_every updates, a "server_interval" record (server_metrics.h) in the
+// same file as the summary.
+void add_interval_records(const Config& cfg, int index, ps::ServerOptions& o) {
+  o.metrics_every_updates = cfg.get_int("ps.server_metrics_every");
+  if (o.metrics_every_updates <= 0) return;
+  auto log = std::make_shared<MetricsLog>(metrics_path(cfg, index));
+  o.on_interval = [log, index](const ps::ServerInterval& i) {
+    log->write(ps::interval_record(index, i));
+  };
 }
 
 // Where server `index` checkpoints: <ckpt.dir or run dir/checkpoints>/server-<index>.
@@ -123,6 +142,7 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
   o.make_schedule = [&cfg](int64_t total) { return make_schedule(cfg, total); };
   o.consistency = ps::consistency_from_config(cfg, o.num_workers);
   set_recovery(o, cfg, env);
+  add_interval_records(cfg, index, o);
   double timeout_s = cfg.get_float("ps.timeout_s");
   if (timeout_s <= 0) timeout_s = cfg.get_float("comm.timeout_s");
   const auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000.0));

@@ -129,7 +129,11 @@ void add_optim_keys(ConfigRegistry& r) {
   r.add({"optim.clip_grad_norm",
          T::kFloat,
          0.0,
-         "Clip the global gradient norm to this value; 0 disables.",
+         "Clip the global gradient norm to this value; 0 disables. DDP clips the averaged "
+         "gradient (after the allreduce, the same on every rank); with parallel.strategy = 'ps' "
+         "each worker "
+         "clips its own gradient before pushing it, and the servers average clipped gradients "
+         "(the same as DDP with one worker, or while no worker's norm exceeds the bound).",
          "",
          {},
          0.0});

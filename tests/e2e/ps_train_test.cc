@@ -1,7 +1,9 @@
 // `cohort train --workers N --servers S` (parallel.strategy = "ps") end to end, with real
 // processes: BSP over 1 and 2 servers trains exactly like one process with the combined batch;
-// SSP, ASP and backup workers with a slowed worker (fault.slow_rank), read from the metrics;
-// and the launch refuses what this version does not support, each with a clear message.
+// the traffic metrics (bytes, push/pull time, the servers' queue depth and interval records);
+// clipping with one worker; SSP, ASP and backup workers with a slowed worker (fault.slow_rank),
+// read from the metrics; and the launch refuses what this version does not support, each with a
+// clear message.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -68,26 +70,94 @@ nlohmann::json summary(const fs::path& metrics) {
   return cohort::testing::last_record(metrics, "summary");
 }
 
-void bsp_equals_one_process(const std::string& optim) {
+uint64_t model_bytes(const cohort::NamedTensors& m) {
+  uint64_t n = 0;
+  for (const auto& [name, t] : m) n += t.nbytes();
+  return n;
+}
+
+std::vector<nlohmann::json> records(const fs::path& jsonl, const std::string& event) {
+  std::ifstream in(jsonl);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == event) out.push_back(j);
+  }
+  return out;
+}
+
+// The traffic metrics of a BSP run of 2 workers, 20 steps, run.log_every = 5 and
+// ps.server_metrics_every = 5, over a model of `bytes` bytes. Workers: each step pushes the
+// whole gradient and gets the whole model back (plus the initial pull). Servers: a push's
+// request and answer are a header plus its range's values; one push of each step waits for
+// the other (queue depth 1, then 0).
+void expect_traffic_metrics(const fs::path& run, int servers, uint64_t bytes) {
+  uint64_t pushed = 0;
+  for (int rank : {0, 1}) {
+    const fs::path m = run / (rank == 0 ? "metrics.jsonl" : "metrics.rank1.jsonl");
+    nlohmann::json s = summary(m);
+    EXPECT_EQ(s["push_bytes"].get<uint64_t>(), 20 * bytes) << s.dump();
+    EXPECT_EQ(s["pull_bytes"].get<uint64_t>(), 21 * bytes) << s.dump();
+    EXPECT_GT(s["push_pull_s"].get<double>(), 0) << s.dump();
+    EXPECT_GT(s["pull_s"].get<double>(), 0) << s.dump();
+    pushed += s["push_bytes"].get<uint64_t>();
+    std::vector<nlohmann::json> steps = records(m, "step");
+    ASSERT_EQ(steps.size(), 4u) << m;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      EXPECT_EQ(steps[i]["push_bytes"].get<uint64_t>(), 5 * bytes) << steps[i].dump();
+      EXPECT_EQ(steps[i]["pull_bytes"].get<uint64_t>(), (i == 0 ? 6 : 5) * bytes)
+          << steps[i].dump();
+      EXPECT_GT(steps[i]["push_pull_s"].get<double>(), 0) << steps[i].dump();
+    }
+  }
+  uint64_t in = 0, out = 0;
+  for (int i = 0; i < servers; ++i) {
+    const fs::path m = run / ("metrics.server" + std::to_string(i) + ".jsonl");
+    nlohmann::json s = cohort::testing::last_record(m, "server_summary");
+    EXPECT_EQ(s["queue_depth_max"], 1) << s.dump();
+    EXPECT_DOUBLE_EQ(s["queue_depth_mean"].get<double>(), 0.5) << s.dump();
+    in += s["bytes_in"].get<uint64_t>();
+    out += s["bytes_out"].get<uint64_t>();
+    std::vector<nlohmann::json> intervals = records(m, "server_interval");
+    ASSERT_EQ(intervals.size(), 4u) << m;
+    for (size_t k = 0; k < intervals.size(); ++k) {
+      const nlohmann::json& r = intervals[k];
+      EXPECT_EQ(r["server"], i) << r.dump();
+      EXPECT_EQ(r["updates"], 5 * int(k + 1)) << r.dump();
+      EXPECT_EQ(r["interval_updates"], 5) << r.dump();
+      EXPECT_GT(r["updates_per_s"].get<double>(), 0) << r.dump();
+      EXPECT_EQ(r["queue_depth_max"], 1) << r.dump();
+      EXPECT_GT(r["bytes_in"].get<uint64_t>(), 0) << r.dump();
+      EXPECT_GT(r["bytes_out"].get<uint64_t>(), 0) << r.dump();
+    }
+  }
+  // Headers, hellos and goodbyes: a little over the values themselves.
+  EXPECT_GE(in, pushed) << run;
+  EXPECT_LT(in, pushed + pushed / 10 + 65536) << run;
+  EXPECT_GE(out, pushed + 2 * bytes) << run;  // the pushes' answers and the initial pulls
+  EXPECT_LT(out, pushed + 2 * bytes + pushed / 10 + 65536) << run;
+}
+
+struct PsRun {
+  std::string name;
+  int workers, servers, batch;
+  std::string extra;
+};
+
+// Each run's final model equals one process's with batch 64 and `optim`, within 1e-5.
+void ps_equals_one_process(const std::string& optim, const std::vector<PsRun>& runs) {
   fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "bsp");
   CliResult one = run_cli(job(d, "one", 64) + optim);
   ASSERT_EQ(one.status, 0) << one.output;
   const cohort::NamedTensors reference = final_model(d / "one");
-  struct Run {
-    std::string name;
-    int servers, batch;
-    std::string extra;
-  };
-  // The last: two micro-batches of 16 per step (the push happens in step()).
-  for (const Run& r : {Run{"ps1", 1, 32, ""}, Run{"ps2", 2, 32, ""},
-                       Run{"ps2_accum", 2, 16, " --set train.grad_accum_steps=2"}}) {
+  for (const PsRun& r : runs) {
     const std::string& name = r.name;
-    const int servers = r.servers;
     CliResult ps =
         run_cli(job(d, name, r.batch) + optim + r.extra +
-                " --set parallel.strategy=ps --workers 2 --servers " + std::to_string(servers));
+                " --set parallel.strategy=ps --set ps.server_metrics_every=5 --workers " +
+                std::to_string(r.workers) + " --servers " + std::to_string(r.servers));
     ASSERT_EQ(ps.status, 0) << ps.output;
-    EXPECT_TRUE(contains(ps, "[server " + std::to_string(servers - 1) + "]")) << ps.output;
+    EXPECT_TRUE(contains(ps, "[server " + std::to_string(r.servers - 1) + "]")) << ps.output;
     EXPECT_TRUE(newest_checkpoint(d / name).string().ends_with("step-0000000020"));
     expect_close(final_model(d / name), reference, name);
     nlohmann::json s = summary(d / name / "metrics.jsonl");
@@ -95,7 +165,15 @@ void bsp_equals_one_process(const std::string& optim) {
     EXPECT_GT(s["bytes_sent"].get<double>(), 0) << s.dump();
     EXPECT_GT(s["bytes_received"].get<double>(), 0) << s.dump();
     EXPECT_GT(s["comm_ms"].get<double>(), 0) << s.dump();
+    if (r.workers == 2) expect_traffic_metrics(d / name, r.servers, model_bytes(reference));
   }
+}
+
+void bsp_equals_one_process(const std::string& optim) {
+  // The last: two micro-batches of 16 per step (the push happens in step()).
+  ps_equals_one_process(optim, {{"ps1", 2, 1, 32, ""},
+                                {"ps2", 2, 2, 32, ""},
+                                {"ps2_accum", 2, 2, 16, " --set train.grad_accum_steps=2"}});
 }
 
 TEST(PsTrain, BspOnOneAndTwoServersEqualsOneProcessWithTheCombinedBatchPlainSgd) {
@@ -104,6 +182,23 @@ TEST(PsTrain, BspOnOneAndTwoServersEqualsOneProcessWithTheCombinedBatchPlainSgd)
 
 TEST(PsTrain, BspOnOneAndTwoServersEqualsOneProcessWithTheCombinedBatchMomentum) {
   bsp_equals_one_process(" --set optim.momentum=0.9 --set optim.weight_decay=0.01");
+}
+
+// optim.clip_grad_norm with ps: each worker clips its own gradient before the push; with one
+// worker that is single-process clipping. The bound is low enough to clip (the clipped
+// reference differs from the unclipped run).
+TEST(PsTrain, ClippingWithOneBspWorkerEqualsOneProcessWithTheSameClip) {
+  const std::string clip = " --set optim.momentum=0.9 --set optim.clip_grad_norm=0.05";
+  ps_equals_one_process(clip, {{"clip1", 1, 1, 64, ""}, {"clip2", 1, 2, 64, ""}});
+  fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "noclip");
+  for (const std::string& name : {"clipped", "unclipped"}) {
+    CliResult r =
+        run_cli(job(d, name, 64) + " --set optim.momentum=0.9" + (name == "clipped" ? clip : ""));
+    ASSERT_EQ(r.status, 0) << r.output;
+  }
+  const auto a = final_model(d / "clipped")[0].second.to_vector<float>();
+  const auto b = final_model(d / "unclipped")[0].second.to_vector<float>();
+  EXPECT_NE(a, b) << "optim.clip_grad_norm=0.05 did not clip; lower it";
 }
 
 TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJobOrRestartsAlone) {
@@ -202,8 +297,6 @@ TEST(PsTrain, WhatThisVersionDoesNotSupportIsRefusedClearly) {
   const std::vector<Case> cases = {
       {" --workers 2 --servers 1", "--servers needs parallel.strategy = 'ps'"},
       {ps + " --workers 2", "'ps' needs parameter servers: add --servers S"},
-      {ps + " --workers 2 --servers 1 --set optim.clip_grad_norm=1",
-       "does not support optim.clip_grad_norm yet"},
       {ps + " --workers 2 --servers 1 --resume auto", "'ps' cannot resume yet"},
       {ps, "'ps' needs parameter servers"},
       {ps + " --workers 2 --servers 1 --set ps.mode=ssp --set ps.staleness=-1", "ps.staleness"},
@@ -256,6 +349,7 @@ TEST(PsTrain, SspKeepsEveryWorkerWithinStalenessStepsOfTheSlowestAndBlocksTheFas
       cohort::testing::last_record(d / "ssp" / "metrics.server0.jsonl", "server_summary");
   EXPECT_EQ(server["updates"], 40) << server.dump();
   EXPECT_GT(server["held_answers"].get<int>(), 0) << server.dump();
+  EXPECT_GE(server["queue_depth_max"].get<int>(), 1) << server.dump();  // the held answers
   EXPECT_EQ(server["straggler"]["rank"], 1) << server.dump() << r.output;
   EXPECT_TRUE(contains(r, "straggler: worker 1")) << r.output;
 }

@@ -1,7 +1,7 @@
 // ParamServer and PsWorker in one process (ps/server.h, ps/worker.h): BSP averaging over one and
-// two servers; ASP, SSP and backup workers; and every refusal the issue asks for: a worker with
-// another model, a push of the wrong size, an unreachable server, a garbage client, a worker that
-// leaves without goodbye.
+// two servers; ASP, SSP and backup workers; the traffic counters; and every refusal the issue
+// asks for: a worker with another model, a push of the wrong size, an unreachable server, a
+// server that never answers, a garbage client, a worker that leaves without goodbye.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -100,6 +100,15 @@ TEST(PsServer, BspAveragesTheWorkersGradientsOnOneAndTwoServers) {
     for (auto& s : job.servers) {
       s->wait(5s);  // every worker said bye
       EXPECT_EQ(s->step(), 1);
+      // Two pushes of one step: the first waits for the second (depth 1, then 0).
+      const ServerTraffic t = s->stats().traffic;
+      EXPECT_EQ(t.queue_depth_max, 1);
+      EXPECT_EQ(t.queue_depth_mean(), 0.5);
+      // In: 2 pushes of the range (and hellos, pulls, byes); out: 2 answers and 2 pulls.
+      const uint64_t range_bytes = uint64_t(s->range().size()) * sizeof(float);
+      EXPECT_GT(t.bytes_in, 2 * range_bytes);
+      EXPECT_GT(t.bytes_out, 4 * range_bytes);
+      EXPECT_LT(t.bytes_out, 4 * range_bytes + 4 * 64);  // 64: a generous header
     }
   }
 }
@@ -161,6 +170,77 @@ TEST(PsServer, AnUnreachableServerIsAnErrorWithinTheTimeoutNamingIt) {
   m = message_of([&] { PsWorker w(o, layout_of(model())); });
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
   EXPECT_NE(m.find("parameter server 1 at " + dead), std::string::npos) << m;
+}
+
+// A parameter server that accepts connections and passes the handshake, then never answers:
+// not the hello (answer_hello false), or nothing after it. Its requests stay pending forever.
+std::unique_ptr<comm::service::Server> silent_server(const rendezvous::Secret& secret,
+                                                     bool answer_hello) {
+  comm::service::Handlers h;
+  h.on_request = [answer_hello](const comm::service::Peer&, uint64_t,
+                                Bytes q) -> std::optional<Bytes> {
+    if (answer_hello && peek_kind(q) == MsgKind::kHello) return encode_hello_reply({});
+    return std::nullopt;
+  };
+  return std::make_unique<comm::service::Server>(
+      comm::service::ServerOptions{.secret = secret, .name = "silent server"}, std::move(h));
+}
+
+// What `f` throws: a Timeout within 3 s (the deadline is 300 ms), whose message is returned.
+std::string timeout_of(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string m = "(no error)";
+  try {
+    f();
+  } catch (const Timeout& e) {
+    m = e.what();
+  } catch (const std::exception& e) {
+    m = std::string("not a Timeout: ") + e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s) << m;
+  return m;
+}
+
+// The issue's "a server that never answers": server 1 of 2 accepts the connection (and the
+// handshake, and the hello) but never answers a request. The worker's request fails with
+// Timeout within its deadline naming the server; so does a hello that is never answered, and
+// a listener that never even starts the handshake.
+TEST(PsServer, AServerThatNeverAnswersIsATimeoutNamingIt) {
+  Job job(2, 1);
+  WorkerOptions o = job.worker(0, 1);
+  o.timeout = 300ms;
+  const Layout layout = layout_of(model());
+  auto silent = silent_server(job.secret, /*answer_hello=*/true);
+  publish_server(*job.store, 1, silent->address());
+  const std::string who = "parameter server 1 at " + silent->address();
+  PsWorker w(o, layout);  // the hellos are answered
+  std::vector<float> values(7), grads(7, 1.0f);
+  std::string m = timeout_of([&] { w.pull(values.data()); });
+  EXPECT_NE(m.find(who + ": no response to request"), std::string::npos) << m;
+  m = timeout_of([&] { w.push_pull(0, grads.data(), values.data()); });
+  EXPECT_NE(m.find(who + ": no response to request"), std::string::npos) << m;
+  w.abandon();
+
+  // A fresh job for each of the others: server 0 of this one is past step 0 for worker 0.
+  Job job2(2, 1);
+  o = job2.worker(0, 1);
+  o.timeout = 300ms;
+  auto mute = silent_server(job2.secret, /*answer_hello=*/false);
+  publish_server(*job2.store, 1, mute->address());
+  m = timeout_of([&] { PsWorker never(o, layout); });
+  EXPECT_NE(m.find("parameter server 1 at " + mute->address() + ": no response to request"),
+            std::string::npos)
+      << m;
+
+  // Listening, never accepting: the TCP connection is made (the backlog), the handshake never.
+  rendezvous::Listener deaf = rendezvous::listen_tcp("127.0.0.1", 0, 8);
+  const std::string deaf_address = "127.0.0.1:" + std::to_string(deaf.port);
+  Job job3(2, 1);
+  o = job3.worker(0, 1);
+  o.timeout = 300ms;
+  publish_server(*job3.store, 1, deaf_address);
+  m = timeout_of([&] { PsWorker never(o, layout); });
+  EXPECT_NE(m.find("parameter server 1 at " + deaf_address), std::string::npos) << m;
 }
 
 TEST(PsServer, AMalformedPublishedAddressIsAnErrorNamingIt) {
@@ -359,7 +439,7 @@ TEST(PsServer, ARestartedServerResumesFromItsCheckpointAndRefusesAnotherJobs) {
     // The checkpoint holds both pushes and the bye: a new worker of the same job is told its
     // pushes would resume at step 2, which a fresh worker (at step 0) cannot do.
     std::string m = message_of([&] { PsWorker late(w, layout_of(model())); });
-    EXPECT_NE(m.find("resumed from a checkpoint at step 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("expects worker 0's push of step 2"), std::string::npos) << m;
   }
   std::string m = message_of([&] { ParamServer other(options(2, true)); });
   EXPECT_NE(m.find("the number of workers is 1, this server has 2"), std::string::npos) << m;

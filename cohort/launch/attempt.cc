@@ -70,9 +70,16 @@ Attempt::~Attempt() {
 AttemptOutcome Attempt::run() {
   const int world = options_.nnodes * options_.nproc_per_node;
   if (options_.nnodes > 1) {
-    std::fprintf(stderr, "cohort run: %d workers on node %d of %d (world size %d), store %s:%u\n",
-                 options_.nproc_per_node, options_.node_rank, options_.nnodes, world,
-                 plan_.store_host.c_str(), unsigned{port_});
+    int local_servers = 0;
+    for (int i = options_.node_rank; i < options_.num_servers; i += options_.nnodes)
+      ++local_servers;
+    const std::string servers =
+        local_servers > 0 ? cohort::detail::str(" and ", local_servers, " parameter server",
+                                                local_servers == 1 ? "" : "s")
+                          : "";
+    std::fprintf(stderr, "cohort run: %d workers%s on node %d of %d (world size %d), store %s:%u\n",
+                 options_.nproc_per_node, servers.c_str(), options_.node_rank, options_.nnodes,
+                 world, plan_.store_host.c_str(), unsigned{port_});
   } else {
     const std::string servers =
         options_.num_servers > 0
@@ -146,7 +153,8 @@ void Attempt::spawn_all() {
     spawn_worker(*workers_.back(), local, 0);
   }
   const int world = options_.nnodes * options_.nproc_per_node;
-  for (int i = 0; i < options_.num_servers; ++i) {  // not pinned: they mostly wait
+  // Server i runs on node i % nnodes (spread over the nodes); not pinned: they mostly wait.
+  for (int i = options_.node_rank; i < options_.num_servers; i += options_.nnodes) {
     const std::string tag = cohort::detail::str("[server ", i, "] ");
     workers_.push_back(std::make_unique<Worker>(world + i, -1, options_.tag_output ? tag : ""));
     spawn_server(*workers_.back(), i, 0);

@@ -63,9 +63,6 @@ void validate(const LaunchOptions& o) {
                    o.max_restarts, " is supported only on a single node for now (--nnodes ",
                    o.nnodes, "): restarting would need every node to restart together");
   COHORT_CHECK_ARG(o.num_servers >= 0, "cohort run: --servers must be >= 0, got ", o.num_servers);
-  COHORT_CHECK_ARG(o.num_servers == 0 || o.nnodes == 1,
-                   "cohort run: --servers is supported on a single node for now (got --nnodes ",
-                   o.nnodes, "): multi-node parameter servers come later");
   COHORT_CHECK_ARG(o.stop_grace.count() >= 0, "cohort run: stop_grace must be >= 0 ms, got ",
                    o.stop_grace.count());
   COHORT_CHECK_ARG(o.nnodes == 1 || !o.master.empty(), "cohort run: --nnodes ", o.nnodes,

@@ -59,7 +59,7 @@ struct LaunchOptions {
   bool tag_output = true;   // prefix each output line with "[rank R] "
   Bind bind = Bind::kAuto;  // pin local workers to cores (binding.h)
   std::vector<std::pair<std::string, std::string>> extra_env;  // added to every worker
-  // Parameter servers started beside the workers (single node, for now). Server i
+  // Parameter servers started beside the workers; server i runs on node i % nnodes. Server i
   // gets COHORT_ROLE=server, COHORT_SERVER_INDEX=i, COHORT_NUM_SERVERS, COHORT_NUM_WORKERS and
   // the store address and job secret, but no rank: workers keep ranks 0..N-1 and a world of N
   // (and get COHORT_NUM_SERVERS). Its output is tagged "[server i] "; its failure stops the

@@ -115,6 +115,19 @@ void set_recovery(ps::ServerOptions& o, const Config& cfg, const rendezvous::Env
   if (!o.restore) move_aside_earlier(o.ckpt_dir);
 }
 
+// What workers dial: comm.advertise_address (with the bound port) when set, else the bound
+// address (bind 0.0.0.0 needs an advertised one: workers cannot dial 0.0.0.0).
+std::string published_address(const Config& cfg, const std::string& bound) {
+  const std::string advertise = cfg.get_string("comm.advertise_address");
+  const std::string port = bound.substr(bound.rfind(':') + 1);
+  if (!advertise.empty()) return advertise + ":" + port;
+  const std::string host = bound.substr(0, bound.rfind(':'));
+  COHORT_CHECK_ARG(host != "0.0.0.0" && host != "::" && host != "[::]",
+                   "parameter server: comm.bind_address = '", host,
+                   "' needs comm.advertise_address (the address workers dial)");
+  return bound;
+}
+
 }  // namespace
 
 bool is_server_role(const rendezvous::EnvMap& env) {
@@ -141,6 +154,7 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
   o.make_optimizer = [&cfg](optim::NamedParams p) { return make_optimizer(cfg, std::move(p)); };
   o.make_schedule = [&cfg](int64_t total) { return make_schedule(cfg, total); };
   o.consistency = ps::consistency_from_config(cfg, o.num_workers);
+  o.host = cfg.get_string("comm.bind_address");  // loopback unless told otherwise
   set_recovery(o, cfg, env);
   add_interval_records(cfg, index, o);
   double timeout_s = cfg.get_float("ps.timeout_s");
@@ -155,7 +169,7 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
        .secret_policy = rendezvous::SecretPolicy::kAllowInsecure,
        .timeout = timeout,
        .connect_timeout = timeout});
-  ps::publish_server(store, index, server.address());
+  ps::publish_server(store, index, published_address(cfg, server.address()));
   server.wait(timeout);
   report(cfg, index, server.stats());
 }

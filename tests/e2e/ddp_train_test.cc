@@ -241,30 +241,13 @@ TEST(DdpTrain, MpirunWithTheMpiBackendMatchesTheNativeBackend) {
   EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
 }
 
-namespace {
-
-// A port the OS just handed out and took back: the tests' stand-in for a known master port.
-int free_loopback_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-}  // namespace
-
 // torchrun-style multi-node: one launcher per "node" (both on loopback here), joined through
 // node 0's store with a shared secret, trains to the same parameters as `--workers 2`.
 TEST(DdpTrain, TwoLaunchersAsTwoNodesMatchTwoLocalWorkers) {
   fs::path d = fresh_dir("nodes");
   CliResult local = run_cli(job(d, "local") + " --workers 2");
   ASSERT_EQ(local.status, 0) << local.output;
-  std::string master = "127.0.0.1:" + std::to_string(free_loopback_port());
+  std::string master = "127.0.0.1:" + std::to_string(cohort::testing::free_loopback_port());
   std::string secret(64, 'a');
   CliResult node[2];
   std::thread nodes[2];

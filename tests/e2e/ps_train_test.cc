@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cohort/ckpt/safetensors.h"
 #include "tests/e2e/run_cli.h"
@@ -236,9 +237,6 @@ TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJobOrRestarts
       << worker.output;
   EXPECT_TRUE(contains(worker, "[rank 1] worker restarts=1")) << worker.output;
   EXPECT_TRUE(contains(worker, "restarts used: 1 of 1")) << worker.output;
-  CliResult nodes = run_cli("run -n 1 --servers 1 --nnodes 2 --master 127.0.0.1:1 -- true");
-  EXPECT_NE(nodes.status, 0) << nodes.output;
-  EXPECT_TRUE(contains(nodes, "multi-node parameter servers come later")) << nodes.output;
 }
 
 // kill -9 of a server mid-run (fault.kill_server: after step 12's update, before answering it)
@@ -286,6 +284,34 @@ TEST(PsTrain, AKilledServerOrWorkerRestartsAloneAndBspEndsBitIdentical) {
                            " --set fault.kill_server_at_step=3");
   EXPECT_NE(lost.status, 0) << lost.output;
   EXPECT_TRUE(contains(lost, "parameter server 0")) << lost.output;
+}
+
+// Two launchers as two nodes (on loopback): server i runs on node i % 2, each node one worker;
+// BSP gives the same weights as the same job on one node.
+TEST(PsTrain, ServersSpreadOverTwoNodesTrainLikeOneNode) {
+  fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "nodes");
+  const std::string ps = " --set optim.momentum=0.9 --set parallel.strategy=ps";
+  CliResult local = run_cli(job(d, "local", 32) + ps + " --workers 2 --servers 2");
+  ASSERT_EQ(local.status, 0) << local.output;
+  const std::string master = "127.0.0.1:" + std::to_string(cohort::testing::free_loopback_port());
+  CliResult node[2];
+  std::thread nodes[2];
+  for (int i = 0; i < 2; ++i) {
+    nodes[i] = std::thread([&, i] {
+      node[i] = cohort::testing::run_shell(
+          "COHORT_JOB_SECRET=" + std::string(64, 'b') + " timeout -k 5 120 " + COHORT_BIN +
+          " run --nnodes 2 --node-rank " + std::to_string(i) + " --master " + master +
+          " -n 1 --servers 2 -- " + COHORT_BIN + " " + job(d, "nodes", 32) + ps);
+    });
+  }
+  for (auto& t : nodes) t.join();
+  ASSERT_EQ(node[0].status, 0) << node[0].output;
+  ASSERT_EQ(node[1].status, 0) << node[1].output;
+  EXPECT_TRUE(contains(node[0], "1 workers and 1 parameter server on node 0 of 2"))
+      << node[0].output;
+  EXPECT_TRUE(contains(node[1], "[server 1]")) << node[1].output;
+  EXPECT_FALSE(contains(node[1], "[server 0]")) << node[1].output;
+  expect_equal(final_model(d / "local"), final_model(d / "nodes"), "two nodes");
 }
 
 TEST(PsTrain, WhatThisVersionDoesNotSupportIsRefusedClearly) {

@@ -1,7 +1,11 @@
 #pragma once
 // Runs the real `cohort` binary (COHORT_BIN, set by tests/e2e/CMakeLists.txt) as a user would,
 // capturing its exit status and its stdout and stderr together.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -30,6 +34,20 @@ inline CliResult run_shell(const std::string& command) {
 
 inline CliResult run_cli(const std::string& args) {
   return run_shell(std::string(COHORT_BIN) + " " + args);
+}
+
+// A port the OS just handed out and took back: the tests' stand-in for a known master port
+// (multi-node runs of two launchers on loopback).
+inline int free_loopback_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
 }
 
 }  // namespace cohort::testing

@@ -47,7 +47,8 @@ void add_run_command(CLI::App& app, Handlers& h) {
       ->capture_default_str();
   cmd->add_option("--servers", o->launch.num_servers,
                   "Also start S parameter servers of the same program (COHORT_ROLE=server; "
-                  "single node; with --max-restarts a failed server restarts alone; docs/ps.md)")
+                  "server i on node i % nnodes; with --max-restarts a failed server or worker "
+                  "restarts alone; docs/ps.md)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--stop-grace", o->stop_grace_s,
                   "Seconds between SIGTERM and SIGKILL when stopping workers")

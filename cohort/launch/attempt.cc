@@ -127,6 +127,7 @@ std::vector<std::string> Attempt::server_env(int index, int restarts) const {
   set("COHORT_ROLE", "server");
   set("COHORT_SERVER_INDEX", index);
   set("COHORT_SERVER_RESTARTS", restarts);
+  set("COHORT_NNODES", options_.nnodes);
   set("COHORT_NUM_WORKERS", options_.nnodes * options_.nproc_per_node);
   return env_list(env);
 }
@@ -177,11 +178,17 @@ void Attempt::spawn_server(Worker& w, int index, int restarts) {
 }
 
 bool Attempt::restart_alone(Worker& w) {
-  if (options_.num_servers == 0 || restarts_left_ <= 0) return false;
-  --restarts_left_;
-  ++outcome_.server_restarts;
+  // Only a death by a signal (kill -9, a crash, the OOM killer): an error exit is the
+  // process's own verdict (a worker that never rejoined, a bad config), final.
+  if (options_.num_servers == 0 || restarts_left_ <= 0 || !WIFSIGNALED(w.status)) return false;
   const int world = options_.nnodes * options_.nproc_per_node;
   const bool server = w.rank >= world;
+  // A worker is restarted only while every local server still runs: once one has finished,
+  // there is nothing left to rejoin.
+  for (auto& other : workers_)
+    if (!server && other->rank >= world && !other->running) return false;
+  --restarts_left_;
+  ++outcome_.server_restarts;
   const std::string who = server ? cohort::detail::str("parameter server ", w.rank - world)
                                  : cohort::detail::str("rank ", w.rank);
   const std::string how = cohort::detail::str(
@@ -190,6 +197,8 @@ bool Attempt::restart_alone(Worker& w) {
                how.c_str(), server ? "server" : "worker", w.restarts + 1,
                server ? "the workers wait for it" : "it rejoins where the servers are");
   std::fflush(stderr);
+  w.out.flush();  // its last partial line, before the new process writes
+  w.err.flush();
   for (int* fd : {&w.proc.out_fd, &w.proc.err_fd}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;

@@ -35,7 +35,7 @@ ParamServer::ParamServer(ServerOptions options)
   opt_ = o_.make_optimizer({{"shard", shard_}});
   grads_.resize(size_t(o_.num_workers));
   durable_.assign(size_t(o_.num_workers), 0);
-  if (!o_.ckpt_dir.empty()) {
+  if (!o_.ckpt_dir.empty() && o_.ckpt_every > 0) {  // else workers would keep every push
     ckpt_ = std::make_unique<ckpt::CheckpointManager>(
         ckpt::ManagerOptions{.dir = o_.ckpt_dir, .keep = o_.ckpt_keep, .async = false});
     if (o_.restore) restore_newest();
@@ -310,8 +310,7 @@ std::vector<int64_t> ParamServer::clocks() const {
 
 void ParamServer::after_update() {
   const int64_t now = progress();
-  if (ckpt_ && o_.ckpt_every > 0 && now / o_.ckpt_every > checkpointed_at_ / o_.ckpt_every)
-    save_checkpoint();
+  if (ckpt_ && now / o_.ckpt_every > checkpointed_at_ / o_.ckpt_every) save_checkpoint();
   if (o_.after_update) o_.after_update(now);
 }
 
@@ -327,7 +326,16 @@ void ParamServer::save_checkpoint() {
                    std::vector<int>(said_bye_.begin(), said_bye_.end()),
                    shard_,
                    opt_->export_state()};
-  ckpt_->save(to_checkpoint(s));  // synchronous: durable once it returns
+  try {
+    // Named by a sequence number, not the version: a re-save (a bye, no update since) never
+    // replaces the directory a worker was told is durable.
+    ckpt_->save(to_checkpoint(s, saves_ + 1));  // synchronous: durable once it returns
+  } catch (const std::exception& e) {
+    // The workers keep their pushes longer (durable_ stays); the handler carries on.
+    log::error("ps", who(), ": checkpoint failed (the workers keep their pushes): ", e.what());
+    return;
+  }
+  ++saves_;
   durable_ = s.clocks;
   checkpointed_at_ = progress();
 }
@@ -345,6 +353,7 @@ void ParamServer::restore_newest() {
   expect.num_workers = o_.num_workers;
   expect.range = range_;
   const ServerSnapshot s = from_checkpoint(*d, expect);
+  saves_ = d->step;
   std::memcpy(shard_.data<float>(), s.shard.data<float>(), size_t(range_.size()) * sizeof(float));
   opt_->import_state(s.optimizer);
   step_ = s.step;
@@ -358,7 +367,7 @@ void ParamServer::restore_newest() {
   durable_ = s.clocks;
   checkpointed_at_ = progress();
   log::info("ps", who(), ": restarted from its checkpoint of version ", version_, " (step ",
-            progress(), ") in ", o_.ckpt_dir);
+            progress(), ") in ", o_.ckpt_dir, "/", ckpt::step_dir_name(saves_));
 }
 
 ServerStats ParamServer::stats() const {

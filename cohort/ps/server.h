@@ -31,9 +31,10 @@
 // forgotten; ASP/SSP: its clock); meanwhile SSP does not wait for it and BSP with backup
 // workers goes on without it.
 //
-// Recovery (with ckpt_dir): the server checkpoints its shard, optimizer state and bookkeeping
-// (server_state.h) every `ckpt_every` steps (BSP: its steps; ASP/SSP: every ckpt_every * N
-// pushes) and when a worker says bye, synchronously, before answering: each answer's
+// Recovery (with ckpt_dir and ckpt_every > 0): the server checkpoints its shard, optimizer state
+// and bookkeeping (server_state.h) every `ckpt_every` steps (BSP: its steps; ASP/SSP: every
+// ckpt_every * N pushes) and when a worker says bye, synchronously, before answering (a write
+// that fails is logged and the workers keep their pushes longer): each answer's
 // PushReply::durable tells the worker which of its pushes a checkpoint holds. Workers keep the
 // pushes after that (worker.h). A restarted server (restore = true) loads its newest checkpoint
 // that verifies and answers each worker's hello with the step its pushes must resume from; the
@@ -84,9 +85,10 @@ struct ServerOptions {
   Consistency consistency;
   // How long a worker that left without goodbye may take to come back (above); 0: never.
   Millis rejoin_timeout{0};
-  // Recovery (above). ckpt_dir empty: no checkpoints, a server failure ends the job.
+  // Recovery (above). ckpt_dir empty or ckpt_every 0: no checkpoints (workers keep nothing),
+  // a server failure ends the job.
   std::string ckpt_dir;
-  int64_t ckpt_every = 0;  // 0: only when a worker says bye
+  int64_t ckpt_every = 0;
   int ckpt_keep = 3;
   bool restore = false;  // start from the newest checkpoint in ckpt_dir, if one verifies
   // Called on the loop thread after each update with the server's progress step (BSP: the step
@@ -193,6 +195,7 @@ class ParamServer {
   std::unique_ptr<ckpt::CheckpointManager> ckpt_;
   std::vector<int64_t> durable_;  // rank -> its next step in the newest checkpoint
   int64_t checkpointed_at_ = 0;   // progress() of the newest checkpoint
+  int64_t saves_ = 0;             // checkpoints written (their directories' numbers)
   std::string error_;             // set once: wait() throws it
   std::chrono::steady_clock::time_point last_activity_;
 

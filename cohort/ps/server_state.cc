@@ -6,9 +6,9 @@ namespace cohort::ps {
 
 using detail::str;
 
-ckpt::CheckpointData to_checkpoint(const ServerSnapshot& s) {
+ckpt::CheckpointData to_checkpoint(const ServerSnapshot& s, int64_t sequence) {
   ckpt::CheckpointData d;
-  d.step = s.version;
+  d.step = sequence;
   d.model = {{"shard", s.shard}};
   d.optimizer = NamedTensors(s.optimizer.tensors.begin(), s.optimizer.tensors.end());
   d.state = nlohmann::json{{"kind", "parameter-server"},
@@ -29,8 +29,8 @@ namespace {
 
 template <typename T>
 void check_same(const char* field, const T& saved, const T& expected, int64_t step) {
-  COHORT_CHECK_ARG(saved == expected, "parameter-server checkpoint of version ", step, ": ", field,
-                   " is ", saved, ", this server has ", expected,
+  COHORT_CHECK_ARG(saved == expected, "parameter-server checkpoint ", step, ": ", field, " is ",
+                   saved, ", this server has ", expected,
                    " (a checkpoint of another job or server)");
 }
 
@@ -62,7 +62,7 @@ ServerSnapshot from_checkpoint(const ckpt::CheckpointData& d, const ServerSnapsh
   try {
     s = parse(d);
   } catch (const nlohmann::json::exception& e) {
-    COHORT_CHECK_IO(false, "parameter-server checkpoint of version ", d.step,
+    COHORT_CHECK_IO(false, "parameter-server checkpoint ", d.step,
                     ": state.json is missing or has a bad field: ", e.what());
   }
   check_same("the server index", s.index, expect.index, d.step);
@@ -74,12 +74,12 @@ ServerSnapshot from_checkpoint(const ckpt::CheckpointData& d, const ServerSnapsh
   check_same("the number of sent versions", s.sent_version.size(), size_t(s.num_workers), d.step);
   COHORT_CHECK_ARG(s.shard.defined() && s.shard.dtype() == DType::f32 && s.shard.dim() == 1 &&
                        s.shard.numel() == s.range.size(),
-                   "parameter-server checkpoint of version ", d.step,
+                   "parameter-server checkpoint ", d.step,
                    ": model.safetensors needs "
                    "a 1-D f32 tensor 'shard' of ",
                    s.range.size(), " values");
   for (int r : s.said_bye)
-    COHORT_CHECK_ARG(r >= 0 && r < s.num_workers, "parameter-server checkpoint of version ", d.step,
+    COHORT_CHECK_ARG(r >= 0 && r < s.num_workers, "parameter-server checkpoint ", d.step,
                      ": said_bye names worker ", r, " of ", s.num_workers);
   return s;
 }

@@ -2,7 +2,8 @@
 // What a parameter server checkpoints (server.h, "Recovery"), and its conversion to and from
 // cohort/ckpt's format: model.safetensors holds the shard ("shard"), optimizer.safetensors the
 // optimizer's slots over it, state.json the bookkeeping below. The checkpoint's step is the
-// server's version (updates applied), which only grows, in every mode.
+// server's save count (`sequence`): it only grows, even when a save repeats a version (a
+// worker's bye with no update since), so a re-save never replaces a durable directory.
 #include <cstdint>
 #include <vector>
 
@@ -28,7 +29,7 @@ struct ServerSnapshot {
   optim::OptimizerState optimizer;
 };
 
-ckpt::CheckpointData to_checkpoint(const ServerSnapshot& s);
+ckpt::CheckpointData to_checkpoint(const ServerSnapshot& s, int64_t sequence);
 // The snapshot in `d`, checked against the server that loads it (`expect`'s shape fields):
 // InvalidArgument naming the checkpoint step and the field when it belongs to another server
 // or job shape; IoError for a state.json that lacks a field.

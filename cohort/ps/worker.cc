@@ -32,29 +32,42 @@ PsWorker::PsWorker(WorkerOptions options, Layout layout)
   COHORT_CHECK_ARG(o_.store != nullptr, "parameter server worker: no rendezvous store");
   ranges_ = partition_keys(layout_.total, o_.num_servers);
   links_.resize(size_t(o_.num_servers));
+  std::vector<int64_t> next(size_t(o_.num_servers));
   on_every_server([&](int i) {
-    const int64_t next = connect(i, 0, "");
-    COHORT_CHECK_ARG(next == 0 || o_.rejoin, server_name(i), " expects worker ", o_.rank,
-                     "'s push of step ", next,
-                     " (it resumed from a checkpoint, or this rank "
-                     "already trained there), but this worker starts at step 0; a worker "
-                     "restarted alone rejoins with COHORT_WORKER_RESTARTS set (the launcher does "
-                     "it); a restarted job needs a fresh run directory");
-    links_[size_t(i)].skip_until = next;
+    next[size_t(i)] = links_[size_t(i)].skip_until =
+        connect(i, 0, "", std::chrono::steady_clock::now() + o_.timeout);
   });
-  start_step_ = links_[0].skip_until;
-  for (const Link& l : links_) start_step_ = std::min(start_step_, l.skip_until);
-  pushed_steps_ = start_step_;
+  check_start(next);
+  start_step_ = pushed_steps_ = *std::min_element(next.begin(), next.end());
+}
+
+void PsWorker::check_start(const std::vector<int64_t>& next) const {
+  const auto [lo, hi] = std::minmax_element(next.begin(), next.end());
+  // BSP with backup workers applies steps without a worker that starts late: it joins there.
+  const bool may_join_late =
+      o_.rejoin || (o_.consistency.mode == Mode::kBsp && o_.consistency.backup_workers > 0);
+  COHORT_CHECK_ARG(*hi == 0 || may_join_late, server_name(int(hi - next.begin())),
+                   " expects worker ", o_.rank, "'s push of step ", *hi,
+                   " (it resumed from a checkpoint, or this rank already trained there), but this "
+                   "worker starts at step 0; a worker restarted alone rejoins with "
+                   "COHORT_WORKER_RESTARTS set (the launcher does it); a restarted job needs a "
+                   "fresh run directory");
+  // One push apart at most (a worker that died between its pushes to two servers); more means
+  // a server lost its state.
+  COHORT_CHECK_ARG(*hi - *lo <= 1, "worker ", o_.rank,
+                   " cannot rejoin: ", server_name(int(lo - next.begin())),
+                   " expects its push of step ", *lo, " but ", server_name(int(hi - next.begin())),
+                   " of step ", *hi, " (a server restarted without its checkpoint?)");
 }
 
 std::string PsWorker::server_name(int i) const {
   return str("parameter server ", i);
 }
 
-int64_t PsWorker::connect(int i, int64_t after, const std::string& why) {
+int64_t PsWorker::connect(int i, int64_t after, const std::string& why,
+                          std::chrono::steady_clock::time_point deadline) {
   Link& l = links_[size_t(i)];
   if (l.client) l.client->close();
-  const auto deadline = std::chrono::steady_clock::now() + o_.timeout;
   auto backoff = Millis(5);
   int64_t generation = o_.store->add(generation_key(i), 0);
   while (generation <= after) {  // none yet, or only the one that went away
@@ -94,21 +107,34 @@ auto PsWorker::with_recovery(int i, int64_t step, F f) {
   Link& l = links_[size_t(i)];
   int64_t resumed = -1;
   for (;;) {
+    std::string why;
     try {
       if (resumed >= 0) replay(i, resumed, step);
       return f();
     } catch (const IoError& e) {  // the connection broke
       if (!l.checkpoints || said_bye_) throw;
-      log::warn("ps", "worker ", o_.rank, ": ", e.what(), "; waiting up to ", o_.timeout.count(),
-                " ms for ", server_name(i), " to restart");
-      resumed = l.skip_until = connect(i, l.generation, e.what());
-      const int64_t kept_from = l.kept.empty() ? step : l.kept.front().first;
-      COHORT_CHECK_IO(resumed >= std::min(kept_from, step), server_name(i),
-                      " restarted from its checkpoint at step ", resumed, ", but worker ", o_.rank,
-                      " kept its pushes from step ", kept_from, " on only: steps ", resumed, "..",
-                      kept_from - 1, " are lost");
-      log::info("ps", "worker ", o_.rank, ": ", server_name(i), " restarted at step ", resumed,
-                "; replaying ", std::max<int64_t>(0, step - resumed), " kept pushes");
+      why = e.what();
+    }
+    log::warn("ps", "worker ", o_.rank, ": ", why, "; waiting up to ", o_.timeout.count(),
+              " ms for ", server_name(i), " to restart");
+    resumed = l.skip_until = reconnect(i, why);
+    const int64_t kept_from = l.kept.empty() ? step : l.kept.front().first;
+    COHORT_CHECK_IO(resumed >= std::min(kept_from, step), server_name(i),
+                    " restarted from its checkpoint at step ", resumed, ", but worker ", o_.rank,
+                    " kept its pushes from step ", kept_from, " on only: steps ", resumed, "..",
+                    kept_from - 1, " are lost");
+    log::info("ps", "worker ", o_.rank, ": ", server_name(i), " restarted at step ", resumed,
+              "; replaying ", std::max<int64_t>(0, step - resumed), " kept pushes");
+  }
+}
+
+int64_t PsWorker::reconnect(int i, std::string why) {
+  const auto deadline = std::chrono::steady_clock::now() + o_.timeout;
+  for (;;) {
+    try {
+      return connect(i, links_[size_t(i)].generation, why, deadline);
+    } catch (const IoError& e) {  // the restarted one failed too: wait for the next
+      why = e.what();
     }
   }
 }

@@ -99,7 +99,14 @@ class PsWorker {
   std::string server_name(int i) const;
   // Finds server i's newest address (a generation above `after`), connects, says hello.
   // Returns where its pushes resume. `why`: what broke the last connection, for errors.
-  int64_t connect(int i, int64_t after, const std::string& why);
+  int64_t connect(int i, int64_t after, const std::string& why,
+                  std::chrono::steady_clock::time_point deadline);
+  // connect() after a broken connection, again while a restarted server fails before it
+  // answers hello, until one deadline (Timeout).
+  int64_t reconnect(int i, std::string why);
+  // The servers' next steps for this worker at the start: all 0 for a fresh worker (unless BSP
+  // with backup workers went on without it), at most one apart (InvalidArgument otherwise).
+  void check_start(const std::vector<int64_t>& next) const;
   PushReply push_to(int i, int64_t step, const float* grads, float* values);
   // Sends kept pushes [from, to) to server i again, in order (their answers are not needed).
   void replay(int i, int64_t from, int64_t to);

@@ -104,10 +104,16 @@ std::function<void(int64_t)> kill_seam(const Config& cfg, int index, int restart
   };
 }
 
+// Before anything else that can fail: a restart must never find an earlier run's checkpoints.
 void set_recovery(ps::ServerOptions& o, const Config& cfg, const rendezvous::EnvMap& env) {
   const int restarts = rendezvous::int_from_env(env, "COHORT_SERVER_RESTARTS", 0);
   o.after_update = kill_seam(cfg, o.index, restarts);
-  if (!cfg.get_bool("ckpt.enabled")) return;
+  const bool checkpoints = cfg.get_bool("ckpt.enabled") && cfg.get_int("ckpt.every_steps") > 0;
+  COHORT_CHECK_ARG(restarts == 0 || checkpoints, "parameter server ", o.index,
+                   " was restarted, but it keeps no checkpoints (ckpt.enabled = false or "
+                   "ckpt.every_steps = 0): its shard and optimizer state are lost and the job "
+                   "cannot go on; set ckpt.every_steps to let a server restart");
+  if (!checkpoints) return;
   o.ckpt_dir = server_ckpt_dir(cfg, o.index);
   o.ckpt_every = cfg.get_int("ckpt.every_steps");
   o.ckpt_keep = int(cfg.get_int("ckpt.keep"));
@@ -116,8 +122,9 @@ void set_recovery(ps::ServerOptions& o, const Config& cfg, const rendezvous::Env
 }
 
 // What workers dial: comm.advertise_address (with the bound port) when set, else the bound
-// address (bind 0.0.0.0 needs an advertised one: workers cannot dial 0.0.0.0).
-std::string published_address(const Config& cfg, const std::string& bound) {
+// address (bind 0.0.0.0 needs an advertised one: workers cannot dial 0.0.0.0). Checked once at
+// the start with port 0 (nodes: the job's; loopback on several nodes is worth a warning).
+std::string published_address(const Config& cfg, const std::string& bound, int nodes) {
   const std::string advertise = cfg.get_string("comm.advertise_address");
   const std::string port = bound.substr(bound.rfind(':') + 1);
   if (!advertise.empty()) return advertise + ":" + port;
@@ -125,6 +132,13 @@ std::string published_address(const Config& cfg, const std::string& bound) {
   COHORT_CHECK_ARG(host != "0.0.0.0" && host != "::" && host != "[::]",
                    "parameter server: comm.bind_address = '", host,
                    "' needs comm.advertise_address (the address workers dial)");
+  if (nodes > 1 && (host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1"))
+    log::warn("ps", "parameter server: comm.bind_address = '", host,
+              "' is loopback but the job "
+              "spans ",
+              nodes,
+              " nodes: workers on other hosts cannot reach it (set this host's "
+              "address, or 0.0.0.0 with comm.advertise_address)");
   return bound;
 }
 
@@ -140,12 +154,15 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
                    "parameter server started, but parallel.strategy = '",
                    cfg.get_string("parallel.strategy"), "'; servers need 'ps'");
   const int index = required_int(env, "COHORT_SERVER_INDEX");
+  ps::ServerOptions o;
+  o.index = index;
+  set_recovery(o, cfg, env);
+  o.host = cfg.get_string("comm.bind_address");  // loopback unless told otherwise
+  published_address(cfg, o.host + ":0", rendezvous::int_from_env(env, "COHORT_NNODES", 1));
   set_num_threads(1);
   const auto model = make_model(cfg);
   const rendezvous::Secret secret =
       rendezvous::secret_from_env(env, rendezvous::SecretPolicy::kAllowInsecure);
-  ps::ServerOptions o;
-  o.index = index;
   o.num_servers = required_int(env, "COHORT_NUM_SERVERS");
   o.num_workers = required_int(env, "COHORT_NUM_WORKERS");
   o.params = model->named_parameters();
@@ -154,8 +171,6 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
   o.make_optimizer = [&cfg](optim::NamedParams p) { return make_optimizer(cfg, std::move(p)); };
   o.make_schedule = [&cfg](int64_t total) { return make_schedule(cfg, total); };
   o.consistency = ps::consistency_from_config(cfg, o.num_workers);
-  o.host = cfg.get_string("comm.bind_address");  // loopback unless told otherwise
-  set_recovery(o, cfg, env);
   add_interval_records(cfg, index, o);
   double timeout_s = cfg.get_float("ps.timeout_s");
   if (timeout_s <= 0) timeout_s = cfg.get_float("comm.timeout_s");
@@ -169,7 +184,7 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
        .secret_policy = rendezvous::SecretPolicy::kAllowInsecure,
        .timeout = timeout,
        .connect_timeout = timeout});
-  ps::publish_server(store, index, published_address(cfg, server.address()));
+  ps::publish_server(store, index, published_address(cfg, server.address(), 1));
   server.wait(timeout);
   report(cfg, index, server.stats());
 }

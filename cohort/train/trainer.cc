@@ -62,7 +62,9 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   s_->steps_per_epoch =
       steps_per_epoch(s_->data, s_->batch, cfg.get_int("model.block_size"), s_->world->size);
   s_->grad_accum = cfg.get_int("train.grad_accum_steps");
+  s_->batches_per_epoch = s_->steps_per_epoch;
   s_->steps_per_epoch = (s_->steps_per_epoch + s_->grad_accum - 1) / s_->grad_accum;
+  if (s_->data.is_text) s_->batches_per_epoch = s_->steps_per_epoch * s_->grad_accum;
   int64_t max_steps = cfg.get_int("train.max_steps");
   s_->total_steps = cfg.get_int("train.epochs") * s_->steps_per_epoch;
   if (max_steps > 0) s_->total_steps = std::min(s_->total_steps, max_steps);

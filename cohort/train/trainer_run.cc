@@ -5,6 +5,7 @@
 #include "cohort/autograd/node.h"
 #include "cohort/core/logging.h"
 #include "cohort/core/thread_pool.h"
+#include "cohort/nn/layers.h"
 #include "cohort/nn/models/gpt.h"
 #include "cohort/train/checkpointing.h"
 #include "cohort/train/progress.h"
@@ -100,13 +101,20 @@ void Trainer::start_run() {
 
 // A worker restarted alone whose strategy resumes it where the job is (a parameter-server
 // worker: the servers hold the model and its pushes so far): the data position of `step`,
-// which the loader reaches deterministically, and no checkpoint of its own to load.
+// which the loader reaches deterministically, and the dropout counters of that position; no
+// checkpoint of its own to load.
 void Trainer::rejoin_at(int64_t step) {
   State& s = *s_;
   s.step = s.start_step = s.last_saved_step = step;
   s.resume_pos = s.pos = {step / s.steps_per_epoch, (step % s.steps_per_epoch) * s.grad_accum};
   s.last_saved_pos = s.pos;
   s.samples = step * s.grad_accum * s.batch;
+  // Dropout draws mask k from its call counter: the micro-batches trained so far.
+  const int64_t micro =
+      s.pos.epoch * s.batches_per_epoch + s.pos.batch_in_epoch;  // per rank, like the loader
+  std::map<std::string, uint64_t> counters = nn::dropout_counters(*s.model);
+  for (auto& [name, count] : counters) count = uint64_t(micro);
+  nn::set_dropout_counters(*s.model, counters);
   std::printf("cohort train: worker %d rejoined the job at step %ld (epoch %ld, batch %ld)\n",
               s.world->rank, long(step), long(s.pos.epoch), long(s.pos.batch_in_epoch));
 }

@@ -215,28 +215,34 @@ TEST(PsTrain, RunStartsServersWithTheirRoleAndAFailedServerStopsTheJobOrRestarts
       run_cli("run -n 1 --servers 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && exit 3; sleep 30'");
   EXPECT_EQ(failed.status, 3) << failed.output;
   EXPECT_TRUE(contains(failed, "server 0 exited with")) << failed.output;
-  // With restarts left a failed server restarts alone (the worker runs on), and so does a
-  // failed worker (COHORT_WORKER_RESTARTS); past the restarts the job ends.
+  // With restarts left a server killed by a signal restarts alone (the worker runs on), and so
+  // does a killed worker (COHORT_WORKER_RESTARTS); past the restarts the job ends. An error
+  // exit is final: not restarted.
   CliResult again = run_cli(
       "run -n 1 --servers 1 --max-restarts 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && "
-      "{ echo server restarts=$COHORT_SERVER_RESTARTS; exit $((3 - 3 * COHORT_SERVER_RESTARTS)); "
-      "}; sleep 1; echo worker done'");
+      "{ echo server restarts=$COHORT_SERVER_RESTARTS; [ $COHORT_SERVER_RESTARTS = 0 ] && "
+      "kill -9 $$; exit 0; }; sleep 1; echo worker done'");
   EXPECT_EQ(again.status, 0) << again.output;
-  EXPECT_TRUE(contains(again, "parameter server 0 exited with")) << again.output;
+  EXPECT_TRUE(contains(again, "parameter server 0 was killed by signal 9")) << again.output;
   EXPECT_TRUE(contains(again, "restarting it alone (server restart 1)")) << again.output;
   EXPECT_TRUE(contains(again, "[server 0] server restarts=1")) << again.output;
   EXPECT_TRUE(contains(again, "[rank 0] worker done")) << again.output;
   CliResult worker = run_cli(
       "run -n 2 --servers 1 --max-restarts 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && "
       "exec sleep 30; [ $COHORT_RANK = 0 ] && exec sleep 30; "
-      "echo worker restarts=${COHORT_WORKER_RESTARTS:-0}; exit 4'");
-  EXPECT_EQ(worker.status, 4) << worker.output;
+      "echo worker restarts=${COHORT_WORKER_RESTARTS:-0}; kill -9 $$'");
+  EXPECT_EQ(worker.status, 137) << worker.output;
   EXPECT_TRUE(contains(worker,
-                       "rank 1 exited with exit code 4; restarting it alone (worker "
-                       "restart 1)"))
+                       "rank 1 was killed by signal 9 (SIGKILL); restarting it alone "
+                       "(worker restart 1)"))
       << worker.output;
   EXPECT_TRUE(contains(worker, "[rank 1] worker restarts=1")) << worker.output;
   EXPECT_TRUE(contains(worker, "restarts used: 1 of 1")) << worker.output;
+  CliResult final_exit = run_cli(
+      "run -n 1 --servers 1 --max-restarts 1 -- sh -c '[ \"$COHORT_ROLE\" = server ] && "
+      "exit 3; sleep 30'");
+  EXPECT_EQ(final_exit.status, 3) << final_exit.output;
+  EXPECT_FALSE(contains(final_exit, "restarting it alone")) << final_exit.output;
 }
 
 // kill -9 of a server mid-run (fault.kill_server: after step 12's update, before answering it)
@@ -281,7 +287,7 @@ TEST(PsTrain, AKilledServerOrWorkerRestartsAloneAndBspEndsBitIdentical) {
   // Without checkpoints there is nothing to restart from: the workers fail naming the server.
   CliResult lost = run_cli(job(d, "lost", 32) + common +
                            " --set ckpt.enabled=false --set fault.kill_server=0"
-                           " --set fault.kill_server_at_step=3");
+                           " --set fault.kill_server_at_step=3 --max-restarts 1");
   EXPECT_NE(lost.status, 0) << lost.output;
   EXPECT_TRUE(contains(lost, "parameter server 0")) << lost.output;
 }

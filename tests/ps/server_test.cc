@@ -319,6 +319,25 @@ TEST(PsServer, AWorkerThatLeftRejoinsWithinTheTimeoutOrIsNamed) {
       << m;
 }
 
+// BSP with a backup worker goes on without a worker that starts late: that one joins at the
+// step being gathered (a fresh worker otherwise must find the servers at step 0).
+TEST(PsServer, BspWithABackupWorkerLetsALateWorkerJoinWhereTheServersAre) {
+  Consistency c;
+  c.backup_workers = 1;
+  Job job(2, 2, c);
+  PsWorker early(job.worker(0, 2), layout_of(model()));
+  std::vector<float> values(7), grads(7, 1.0f);
+  early.push_pull(0, grads.data(), values.data());
+  early.push_pull(1, grads.data(), values.data());
+  WorkerOptions o = job.worker(1, 2);
+  o.consistency = c;
+  PsWorker late(o, layout_of(model()));
+  EXPECT_EQ(late.start_step(), 2);
+  early.bye();
+  late.bye();
+  for (auto& s : job.servers) s->wait(5s);
+}
+
 // ASP: each push is applied on arrival and answered at once; the second worker's push is one
 // update stale (it last received the initial values). With staleness_lr, worker 0's second
 // push, two updates stale, moves half as far (lr / 2); one update stale is not scaled.
@@ -416,6 +435,7 @@ TEST(PsServer, ARestartedServerResumesFromItsCheckpointAndRefusesAnotherJobs) {
     o.consistency.mode = Mode::kAsp;
     o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
     o.ckpt_dir = dir;
+    o.ckpt_every = 1;
     o.restore = restore;
     return o;
   };

@@ -183,9 +183,9 @@ std::optional<Bytes> ParamServer::push_async(int rank, uint64_t peer, uint64_t i
   reply.staleness = int32_t(version_ - sent_version_[size_t(rank)]);
   reply.lead = int32_t(gate_.push(rank));
   record_staleness(reply.staleness);
-  Tensor grad = empty({range_.size()});
-  std::memcpy(grad.data<float>(), p.grads, size_t(range_.size()) * sizeof(float));
-  optimize(grad, p.step,
+  if (!push_grad_.defined()) push_grad_ = empty({range_.size()});
+  std::memcpy(push_grad_.data<float>(), p.grads, size_t(range_.size()) * sizeof(float));
+  optimize(push_grad_, p.step,
            o_.consistency.staleness_lr ? std::max(1.0, double(reply.staleness)) : 1.0);
   std::optional<Bytes> now;
   if (gate_.may_proceed(rank)) {

@@ -63,15 +63,20 @@ class PsWorker {
   const std::vector<KeyRange>& ranges() const { return ranges_; }
 
  private:
-  // Runs f(i) for every server on its own thread, all at once; rethrows the first error.
+  // Runs f(i) for every server, all at once (server 0 on the calling thread, every other on
+  // its own persistent thread); rethrows the first error (by server index) once all are done.
   template <typename F>
   void on_every_server(F f);
+  class ServerThreads;  // worker.cc: the persistent threads of servers 1..S-1
 
   WorkerOptions o_;
   Layout layout_;
   std::vector<KeyRange> ranges_;
   std::vector<std::unique_ptr<comm::service::Client>> clients_;
   bool said_bye_ = false;
+  // Started by the first on_every_server with more than one server; a thread per server per
+  // step used to be created and joined instead. Declared last: stopped before the clients go.
+  std::unique_ptr<ServerThreads> threads_;
 };
 
 }  // namespace cohort::ps

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -315,9 +316,15 @@ void ServerLoop::read_frames(ServerConn& c) {
     c.in.erase(c.in.begin(), c.in.begin() + ptrdiff_t(c.in_pos));
     c.in_pos = 0;
   }
-  size_t have = c.in.size();
-  c.in.resize(have + kReadChunk);
-  ssize_t r = ::recv(c.fd.get(), c.in.data() + have, kReadChunk, MSG_DONTWAIT);
+  // Read a chunk, or as much as the buffer already has room for (a large frame's body in one
+  // call once the buffer has grown to it), short of what max_unparsed allows; no zero-fill.
+  const size_t have = c.in.size();
+  const size_t room = c.in.capacity() - have;
+  const size_t allowed =
+      options_.max_unparsed > c.unparsed() ? options_.max_unparsed - c.unparsed() : 0;
+  const size_t want = std::max(kReadChunk, std::min(room, allowed));
+  c.in.resize(have + want);
+  ssize_t r = ::recv(c.fd.get(), c.in.data() + have, want, MSG_DONTWAIT);
   c.in.resize(have + size_t(std::max<ssize_t>(r, 0)));
   if (r == 0) {
     log::debug(options_.log_subsystem, c.peer, " disconnected");

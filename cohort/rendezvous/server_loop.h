@@ -31,6 +31,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/log_rate_limiter.h"
@@ -75,6 +76,27 @@ struct ServerLoopOptions {
   Millis frame_timeout{0};
 };
 
+// A byte vector whose resize() leaves new bytes uninitialized: the receive buffer grows by a
+// read chunk before every recv(), and zero-filling that chunk each time cost more than the
+// copy out of the kernel (rendezvous, parameter-server pushes of megabytes).
+template <typename T>
+struct NoInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = NoInitAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) {
+      ::new (static_cast<void*>(p)) U;  // default-init: no zeroing
+    } else {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+  }
+};
+using RecvBytes = std::vector<uint8_t, NoInitAllocator<uint8_t>>;
+
 struct ServerConn {
   enum class State { kAuth, kReady, kClosing };
   uint64_t id = 0;
@@ -83,7 +105,7 @@ struct ServerConn {
   State state = State::kAuth;
   bool dead = false;  // erased at the end of the loop iteration
   std::optional<auth::ServerHandshake> handshake;
-  Bytes in;  // received, not yet parsed: in[in_pos..]; the handler advances in_pos
+  RecvBytes in;  // received, not yet parsed: in[in_pos..]; the handler advances in_pos
   size_t in_pos = 0;
   Bytes out;  // queued, not yet sent: out[out_pos..]
   size_t out_pos = 0;

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,41 @@ constexpr Millis kAuthTimeout = std::chrono::seconds(30);
 
 double secs(Millis m) {
   return m.count() / 1000.0;
+}
+
+// Sends head then payload as one stream, straight from where they lie (sendmsg over both: the
+// payload, megabytes for a parameter-server push, is not copied into a frame first).
+void write_parts(int fd, std::span<const uint8_t> head, std::span<const uint8_t> payload,
+                 rendezvous::Deadline deadline, const std::string& peer, const char* what) {
+  const size_t total = head.size() + payload.size();
+  size_t sent = 0;
+  while (sent < total) {
+    iovec iov[2];
+    int n = 0;
+    if (sent < head.size())
+      iov[n++] = {const_cast<uint8_t*>(head.data()) + sent, head.size() - sent};
+    const size_t in_payload = sent > head.size() ? sent - head.size() : 0;
+    if (in_payload < payload.size())
+      iov[n++] = {const_cast<uint8_t*>(payload.data()) + in_payload, payload.size() - in_payload};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = size_t(n);
+    ssize_t r = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r >= 0) {
+      sent += size_t(r);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    COHORT_CHECK_IO(errno == EAGAIN || errno == EWOULDBLOCK, "sending ", what, " to ", peer,
+                    " failed: ", std::strerror(errno));
+    pollfd p{fd, POLLOUT, 0};
+    int rc = ::poll(&p, 1, rendezvous::poll_timeout_ms(deadline));
+    COHORT_CHECK_IO(rc >= 0 || errno == EINTR, "sending ", what, " to ", peer,
+                    ": poll failed: ", std::strerror(errno));
+    COHORT_CHECK_T(rc != 0 || std::chrono::steady_clock::now() < deadline, Timeout,
+                   "timed out sending ", what, " to ", peer, " (", sent, " of ", total,
+                   " bytes sent)");
+  }
 }
 
 }  // namespace
@@ -81,16 +117,16 @@ void Client::check_size(std::span<const uint8_t> payload, const char* what) cons
 }
 
 void Client::write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Millis timeout) {
-  Bytes frame;
-  encode_frame(kind, id, payload, &frame);
+  uint8_t head[kFrameHeadBytes];
+  encode_head(kind, id, payload.size(), head);
   std::lock_guard<std::mutex> w(write_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.empty()) throw IoError(failure_);
   }
   try {
-    rendezvous::write_all(fd_.get(), frame.data(), frame.size(),
-                          rendezvous::deadline_after(timeout), describe(), kind_name(kind));
+    write_parts(fd_.get(), head, payload, rendezvous::deadline_after(timeout), describe(),
+                kind_name(kind));
   } catch (const Error& e) {
     // Part of a frame may be on the wire: the stream cannot be used any more.
     fail(detail::str(describe(), ": sending a ", kind_name(kind), " failed: ", e.what()));

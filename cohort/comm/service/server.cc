@@ -1,6 +1,11 @@
 #include "cohort/comm/service/server.h"
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -30,10 +35,15 @@ class Server::Impl : public ServerLoop::Handler {
   void dispatch(ServerConn& c, const Frame& f);
   void answer_request(ServerConn& c, uint64_t id, Bytes payload);
   void enqueue(ServerConn& c, Kind kind, uint64_t id, std::span<const uint8_t> payload);
+  void send_direct(ServerConn& c, Kind kind, uint64_t id, std::span<const uint8_t> payload);
   static Peer peer_of(const ServerConn& c) { return Peer{c.id, c.peer}; }
 };
 
 namespace {
+
+// Answers at least this large are written straight from the handler's buffer when nothing is
+// queued before them (send_direct); smaller ones are copied into the queue.
+constexpr size_t kDirectSendBytes = size_t{64} << 10;
 
 rendezvous::ServerLoopOptions loop_options(const ServerOptions& o) {
   COHORT_CHECK_ARG(o.max_payload_bytes > 0 && o.max_payload_bytes <= (size_t{1} << 31),
@@ -135,8 +145,35 @@ void Server::Impl::enqueue(ServerConn& c, Kind kind, uint64_t id,
         c, detail::str("it does not read what is sent to it (", c.unsent(),
                        " bytes queued; max_queued_bytes ", options_.max_queued_bytes, ")"));
   }
+  if (c.unsent() == 0 && payload.size() >= kDirectSendBytes)
+    return send_direct(c, kind, id, payload);
   encode_frame(kind, id, payload, &c.out);
   loop_.flush(c);
+}
+
+// Nothing is queued before this frame: send it straight from the payload (one sendmsg over the
+// header and the payload) and queue only what the socket did not take, instead of copying
+// megabytes into the queue first.
+void Server::Impl::send_direct(ServerConn& c, Kind kind, uint64_t id,
+                               std::span<const uint8_t> payload) {
+  uint8_t head[kFrameHeadBytes];
+  encode_head(kind, id, payload.size(), head);
+  iovec iov[2] = {{head, kFrameHeadBytes}, {const_cast<uint8_t*>(payload.data()), payload.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  ssize_t r;
+  do {
+    r = ::sendmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    return loop_.close(c, detail::str("send failed: ", std::strerror(errno)));
+  size_t sent = r < 0 ? 0 : size_t(r);
+  if (sent < kFrameHeadBytes) {
+    c.out.insert(c.out.end(), head + sent, head + kFrameHeadBytes);
+    sent = kFrameHeadBytes;
+  }
+  c.out.insert(c.out.end(), payload.begin() + ptrdiff_t(sent - kFrameHeadBytes), payload.end());
 }
 
 void Server::Impl::queue(uint64_t peer, Kind kind, uint64_t id, Bytes payload) {

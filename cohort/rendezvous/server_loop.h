@@ -107,12 +107,25 @@ struct ServerConn {
   std::optional<auth::ServerHandshake> handshake;
   RecvBytes in;  // received, not yet parsed: in[in_pos..]; the handler advances in_pos
   size_t in_pos = 0;
+  // A large frame body received straight into its own buffer, not through `in` (no copy out of
+  // it afterwards). The handler starts it (start_body) once it has parsed the frame's header;
+  // while body_have < body.size() the loop reads into body; once it is full the handler takes
+  // it (take_body). body_kind and body_tag are the handler's notes about the frame.
+  Bytes body;
+  size_t body_have = 0;
+  bool body_active = false;
+  uint8_t body_kind = 0;
+  uint64_t body_tag = 0;
   Bytes out;  // queued, not yet sent: out[out_pos..]
   size_t out_pos = 0;
   Clock::time_point deadline;         // kAuth: finish the handshake; kClosing: finish sending
   Clock::time_point partial_since{};  // kReady: when the unfinished frame in `in` began
 
   size_t unparsed() const { return in.size() - in_pos; }
+  bool body_full() const { return body_active && body_have == body.size(); }
+  // Moves the n bytes buffered after in_pos (n <= size) into a new body of `size` bytes.
+  void start_body(size_t size, size_t n, uint8_t kind, uint64_t tag);
+  Bytes take_body();
   size_t unsent() const { return out.size() - out_pos; }
 };
 
@@ -193,6 +206,7 @@ class ServerLoop {
   void on_readable(ServerConn& c);
   void read_handshake(ServerConn& c);
   void read_frames(ServerConn& c);
+  void read_body(ServerConn& c);  // into c.body, the frame body being received
   void log_refusal_totals() const;
   void expire(Clock::time_point now);
   void reap();

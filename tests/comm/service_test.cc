@@ -277,6 +277,37 @@ TEST_F(ServiceTest, APeerThatStopsMidFrameIsDroppedAfterTheDeadlineWhileOthersAr
   EXPECT_EQ(text(good->request(bytes("y"))), "echo:y");
 }
 
+// The same for a large frame, whose body the server receives into its own buffer; and a large
+// message that claims an id is refused as soon as its header is in.
+TEST_F(ServiceTest, APeerThatStopsMidwayThroughALargeBodyIsDroppedAfterTheDeadline) {
+  start(/*frame_timeout=*/400ms);
+  auto good = client();
+  Fd stalled = raw_authenticated();
+  Bytes frame;
+  encode_frame(Kind::kRequest, 7, Bytes(size_t(300) << 10, 'q'), &frame);
+  frame.resize(frame.size() / 2);
+  const auto start_time = Clock::now();
+  write_raw(stalled, frame);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(text(good->request(bytes("x"))), "echo:x");
+  EXPECT_TRUE(closed_by_server(stalled, 10s));
+  EXPECT_GE(Clock::now() - start_time, 350ms);
+  std::string why = leave_reason(rendezvous::local_address(stalled.get()));
+  EXPECT_NE(why.find("stalled in the middle of a frame"), std::string::npos) << why;
+
+  Fd liar = raw_authenticated();
+  frame.clear();
+  const size_t start = rendezvous::frame::begin(&frame, kMagic, uint8_t(Kind::kMessage));
+  rendezvous::frame::put_u64(&frame, 9);
+  frame.resize(frame.size() + (size_t(200) << 10), 'm');
+  rendezvous::frame::finish(&frame, start);
+  frame.resize(kFrameHeadBytes + 100);
+  write_raw(liar, frame);
+  EXPECT_TRUE(closed_by_server(liar, 10s));
+  why = leave_reason(rendezvous::local_address(liar.get()));
+  EXPECT_NE(why.find("message with id 9"), std::string::npos) << why;
+  EXPECT_EQ(text(good->request(bytes("y"))), "echo:y");
+}
+
 TEST_F(ServiceTest, OutstandingRequestsAreMatchedToTheirResponses) {
   auto c = client();
   constexpr int kThreads = 4;

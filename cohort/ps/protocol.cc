@@ -7,6 +7,11 @@
 namespace cohort::ps {
 namespace {
 
+// kind u8, rank i32, step i64, begin i64, end i64, then zeros up to 32 bytes.
+constexpr size_t kPushPadBytes = 3;
+constexpr size_t kPushHeaderBytes = 1 + 4 + 3 * 8 + kPushPadBytes;
+static_assert(kPushHeaderBytes == 32);
+
 template <typename T>
 void put(Bytes& b, T v) {
   const size_t at = b.size();
@@ -94,12 +99,13 @@ Bytes encode_simple(MsgKind kind, int32_t rank) {
 
 Bytes encode_push(int32_t rank, int64_t step, KeyRange range, const float* grads) {
   Bytes b;
-  b.reserve(1 + 4 + 3 * 8 + size_t(range.size()) * sizeof(float));
+  b.reserve(kPushHeaderBytes + size_t(range.size()) * sizeof(float));
   put(b, MsgKind::kPush);
   put(b, rank);
   put(b, step);
   put(b, range.begin);
   put(b, range.end);
+  b.resize(kPushHeaderBytes, 0);  // padding: the grads start 32 bytes in
   const auto* p = reinterpret_cast<const uint8_t*>(grads);
   b.insert(b.end(), p, p + size_t(range.size()) * sizeof(float));
   return b;
@@ -145,6 +151,8 @@ Push decode_push(const Bytes& b) {
   p.step = r.get<int64_t>();
   p.range.begin = r.get<int64_t>();
   p.range.end = r.get<int64_t>();
+  for (size_t i = 0; i < kPushPadBytes; ++i)
+    COHORT_CHECK_ARG(r.get<uint8_t>() == 0, "parameter server: push header padding is not zero");
   size_t n = 0;
   const uint8_t* rest = r.rest(&n);
   COHORT_CHECK_ARG(n % sizeof(float) == 0, "parameter server: push of ", n,

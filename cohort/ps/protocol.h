@@ -5,7 +5,9 @@
 //   hello  {rank, num_workers, total_steps, [(name, numel)]}  -> HelloReply    first, and
 //          again after a reconnect (a restarted server tells where it resumed)
 //   pull   {rank}                                              -> f32[range]   current values
-//   push   {rank, step, begin, end, f32[end - begin] grads}    -> {PushReply, f32[range]}
+//   push   {rank, step, begin, end, 3 zero bytes,              -> {PushReply, f32[range]}
+//           f32[end - begin] grads}  (the header is 32 bytes: the grads are 16-byte aligned in
+//           a received payload, so a server applies them where they lie)
 //          BSP: answered once the step's update is applied (push + pull in one round trip,
 //          BytePS's push_pull); ASP: at once, after this push's update; SSP: once the slowest
 //          worker is close enough (consistency.h)
@@ -51,7 +53,8 @@ struct Push {
   int32_t rank = 0;
   int64_t step = 0;
   KeyRange range;
-  // `count` f32 values (unaligned: copy them out), pointing into the decoded payload.
+  // `count` f32 values pointing into the decoded payload, 32 bytes after its start (aligned
+  // as a float when the payload's buffer is, e.g. a freshly allocated Bytes).
   const uint8_t* grads = nullptr;
   int64_t count = 0;
 };

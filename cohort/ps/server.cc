@@ -214,10 +214,17 @@ std::optional<Bytes> ParamServer::push_async(int rank, uint64_t peer, uint64_t i
   reply.staleness = int32_t(version_ - sent_version_[size_t(rank)]);
   reply.lead = int32_t(gate_.push(rank));
   record_staleness(reply.staleness);
-  Tensor grad = empty({range_.size()});
-  std::memcpy(grad.data<float>(), p.grads, size_t(range_.size()) * sizeof(float));
-  optimize(grad, p.step,
-           o_.consistency.staleness_lr ? std::max(1.0, double(reply.staleness)) : 1.0);
+  // The gradient where it lies in the request when it is aligned (it is in a fresh payload),
+  // else copied into a reused tensor.
+  const bool in_place = reinterpret_cast<uintptr_t>(p.grads) % alignof(float) == 0;
+  if (!in_place && !push_grad_.defined()) push_grad_ = empty({range_.size()});
+  if (!in_place)
+    std::memcpy(push_grad_.data<float>(), p.grads, size_t(range_.size()) * sizeof(float));
+  optimize(in_place
+               ? from_external(const_cast<uint8_t*>(p.grads), {range_.size()}, DType::f32, nullptr)
+               : push_grad_,
+           p.step, o_.consistency.staleness_lr ? std::max(1.0, double(reply.staleness)) : 1.0);
+  if (in_place) shard_.set_grad(Tensor());  // it pointed into the request, about to be freed
   after_update();
   std::optional<Bytes> now;
   if (gate_.may_proceed(rank)) {

@@ -170,6 +170,9 @@ class ParamServer {
   Layout layout_;
   KeyRange range_;
   Tensor shard_;  // 1-D f32 [range_.size()]: the values this server owns
+  // ASP/SSP: the push being applied, copied out of the (unaligned) payload; reused, not
+  // allocated per push.
+  Tensor push_grad_;
   std::unique_ptr<optim::Optimizer> opt_;
   std::unique_ptr<optim::LrSchedule> schedule_;
 

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <condition_variable>
 #include <exception>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "cohort/core/logging.h"
@@ -26,6 +29,84 @@ std::pair<std::string, uint16_t> split_address(const std::string& a, int index) 
 }
 
 }  // namespace
+
+// One thread per server 1..n-1, parked between jobs. run() hands every thread the same job,
+// runs job(0) on the caller's thread, and returns once every thread has finished it.
+class PsWorker::ServerThreads {
+ public:
+  explicit ServerThreads(size_t n) : errors_(n) {
+    for (size_t i = 1; i < n; ++i) threads_.emplace_back([this, i] { loop(i); });
+  }
+  ~ServerThreads() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  ServerThreads(const ServerThreads&) = delete;
+  ServerThreads& operator=(const ServerThreads&) = delete;
+
+  // Rethrows the error of the lowest server index that failed.
+  void run(const std::function<void(int)>& job) {
+    std::lock_guard<std::mutex> one_job(run_mu_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& e : errors_) e = nullptr;
+      job_ = &job;
+      left_ = threads_.size();
+      ++generation_;
+    }
+    start_.notify_all();
+    std::exception_ptr first;
+    try {
+      job(0);
+    } catch (...) {
+      first = std::current_exception();
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return left_ == 0; });
+    job_ = nullptr;
+    for (size_t i = 1; i < errors_.size() && !first; ++i) first = errors_[i];
+    lock.unlock();
+    if (first) std::rethrow_exception(first);
+  }
+
+ private:
+  void loop(size_t i) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+      }
+      std::exception_ptr error;
+      try {
+        (*job)(int(i));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      errors_[i] = error;
+      if (--left_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex run_mu_;  // one job at a time; taken before mu_
+  std::mutex mu_;      // guards everything below
+  std::condition_variable start_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  uint64_t generation_ = 0;  // bumped per job: a thread runs each generation once
+  size_t left_ = 0;          // threads still running the current job
+  bool stop_ = false;
+  std::vector<std::exception_ptr> errors_;  // by server; [0] unused (the caller's own)
+  std::vector<std::thread> threads_;
+};
 
 PsWorker::PsWorker(WorkerOptions options, Layout layout)
     : o_(std::move(options)), layout_(std::move(layout)) {
@@ -156,26 +237,9 @@ PsWorker::~PsWorker() {
 
 template <typename F>
 void PsWorker::on_every_server(F f) {
-  std::vector<std::exception_ptr> errors(links_.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < links_.size(); ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        f(int(i));
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-  }
-  try {
-    f(0);  // server 0 on this thread
-  } catch (...) {
-    errors[0] = std::current_exception();
-  }
-  for (std::thread& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  if (links_.size() == 1) return f(0);  // no other thread needed
+  if (!threads_) threads_ = std::make_unique<ServerThreads>(links_.size());
+  threads_->run(std::function<void(int)>(std::ref(f)));
 }
 
 TransferStats PsWorker::pull(float* flat) {

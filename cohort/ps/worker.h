@@ -83,9 +83,11 @@ class PsWorker {
   int64_t start_step() const { return start_step_; }
 
  private:
-  // Runs f(i) for every server on its own thread, all at once; rethrows the first error.
+  // Runs f(i) for every server, all at once (server 0 on the calling thread, every other on
+  // its own persistent thread); rethrows the first error (by server index) once all are done.
   template <typename F>
   void on_every_server(F f);
+  class ServerThreads;  // worker.cc: the persistent threads of servers 1..S-1
 
   // One server: its connection, the generation it was published with, and the pushes kept
   // for a replay (step -> the encoded push, kept whole: no second copy of the gradient).
@@ -122,6 +124,9 @@ class PsWorker {
   int64_t start_step_ = 0;
   int64_t pushed_steps_ = 0;  // the next step to push (every step below went to every server)
   bool said_bye_ = false;
+  // Started by the first on_every_server with more than one server; a thread per server per
+  // step used to be created and joined instead. Declared last: stopped before the clients go.
+  std::unique_ptr<ServerThreads> threads_;
 };
 
 }  // namespace cohort::ps

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -59,6 +60,22 @@ const char* refusal_name(Refusal r) {
       return "frame timeout";
   }
   return "?";
+}
+
+void ServerConn::start_body(size_t size, size_t n, uint8_t kind, uint64_t tag) {
+  body.resize(size);  // zero-fills once: cheaper than copying the body out of `in`
+  std::copy_n(in.data() + in_pos, n, body.data());
+  in_pos += n;
+  body_have = n;
+  body_active = true;
+  body_kind = kind;
+  body_tag = tag;
+}
+
+Bytes ServerConn::take_body() {
+  body_active = false;
+  body_have = 0;
+  return std::move(body);
 }
 
 uint64_t ServerStats::refused_total() const {
@@ -223,15 +240,17 @@ void ServerLoop::poll_once() {
 
 void ServerLoop::serve(ServerConn& c) {
   if (c.state != ServerConn::State::kReady) return;
-  const size_t before = c.in_pos;
+  const size_t before = c.in_pos, body_before = c.body_have;
   handler_->on_data(c);
   if (c.dead || options_.frame_timeout.count() == 0) return;
-  // The frame timer runs while an unfinished frame is buffered, from its first byte (or from
-  // the last frame completed before it); not while the handler holds back because the peer
-  // does not read its answers (then the peer is not stalling, it is being waited on).
-  if (c.unparsed() == 0 || c.unsent() >= options_.max_unsent) {
+  // The frame timer runs while an unfinished frame is buffered (or its body is being received),
+  // from its first byte (or from the last frame completed or body bytes received before it);
+  // not while the handler holds back because the peer does not read its answers (then the
+  // peer is not stalling, it is being waited on).
+  if ((c.unparsed() == 0 && !c.body_active) || c.unsent() >= options_.max_unsent) {
     c.partial_since = {};
-  } else if (c.partial_since == Clock::time_point{} || c.in_pos != before) {
+  } else if (c.partial_since == Clock::time_point{} || c.in_pos != before ||
+             c.body_have != body_before) {
     c.partial_since = Clock::now();
   }
 }
@@ -308,6 +327,7 @@ void ServerLoop::read_handshake(ServerConn& c) {
 }
 
 void ServerLoop::read_frames(ServerConn& c) {
+  if (c.body_active && c.body_have < c.body.size()) return read_body(c);
   if (c.in_pos == c.in.size()) {
     c.in.clear();
     c.in_pos = 0;
@@ -315,9 +335,15 @@ void ServerLoop::read_frames(ServerConn& c) {
     c.in.erase(c.in.begin(), c.in.begin() + ptrdiff_t(c.in_pos));
     c.in_pos = 0;
   }
-  size_t have = c.in.size();
-  c.in.resize(have + kReadChunk);
-  ssize_t r = ::recv(c.fd.get(), c.in.data() + have, kReadChunk, MSG_DONTWAIT);
+  // Read a chunk, or as much as the buffer already has room for (a large frame's body in one
+  // call once the buffer has grown to it), short of what max_unparsed allows; no zero-fill.
+  const size_t have = c.in.size();
+  const size_t room = c.in.capacity() - have;
+  const size_t allowed =
+      options_.max_unparsed > c.unparsed() ? options_.max_unparsed - c.unparsed() : 0;
+  const size_t want = std::max(kReadChunk, std::min(room, allowed));
+  c.in.resize(have + want);
+  ssize_t r = ::recv(c.fd.get(), c.in.data() + have, want, MSG_DONTWAIT);
   c.in.resize(have + size_t(std::max<ssize_t>(r, 0)));
   if (r == 0) {
     log::debug(options_.log_subsystem, c.peer, " disconnected");
@@ -332,6 +358,20 @@ void ServerLoop::read_frames(ServerConn& c) {
   if (c.unparsed() > options_.max_unparsed)
     refuse(c, Refusal::kBadFrame,
            detail::str("sent ", c.unparsed(), " bytes without waiting for answers"));
+}
+
+void ServerLoop::read_body(ServerConn& c) {
+  ssize_t r =
+      ::recv(c.fd.get(), c.body.data() + c.body_have, c.body.size() - c.body_have, MSG_DONTWAIT);
+  if (r > 0) c.body_have += size_t(r);
+  if (r == 0) {
+    log::debug(options_.log_subsystem, c.peer, " disconnected in the middle of a frame");
+    return close(c);
+  }
+  if (r < 0 && errno != EAGAIN && errno != EINTR) {
+    log::debug(options_.log_subsystem, c.peer, " read failed: ", std::strerror(errno));
+    return close(c, detail::str("read failed: ", std::strerror(errno)));
+  }
 }
 
 ServerConn* ServerLoop::find(uint64_t id) {

@@ -31,6 +31,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/log_rate_limiter.h"
@@ -75,6 +76,27 @@ struct ServerLoopOptions {
   Millis frame_timeout{0};
 };
 
+// A byte vector whose resize() leaves new bytes uninitialized: the receive buffer grows by a
+// read chunk before every recv(), and zero-filling that chunk each time cost more than the
+// copy out of the kernel (rendezvous, parameter-server pushes of megabytes).
+template <typename T>
+struct NoInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = NoInitAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) {
+      ::new (static_cast<void*>(p)) U;  // default-init: no zeroing
+    } else {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+  }
+};
+using RecvBytes = std::vector<uint8_t, NoInitAllocator<uint8_t>>;
+
 struct ServerConn {
   enum class State { kAuth, kReady, kClosing };
   uint64_t id = 0;
@@ -83,14 +105,27 @@ struct ServerConn {
   State state = State::kAuth;
   bool dead = false;  // erased at the end of the loop iteration
   std::optional<auth::ServerHandshake> handshake;
-  Bytes in;  // received, not yet parsed: in[in_pos..]; the handler advances in_pos
+  RecvBytes in;  // received, not yet parsed: in[in_pos..]; the handler advances in_pos
   size_t in_pos = 0;
+  // A large frame body received straight into its own buffer, not through `in` (no copy out of
+  // it afterwards). The handler starts it (start_body) once it has parsed the frame's header;
+  // while body_have < body.size() the loop reads into body; once it is full the handler takes
+  // it (take_body). body_kind and body_tag are the handler's notes about the frame.
+  Bytes body;
+  size_t body_have = 0;
+  bool body_active = false;
+  uint8_t body_kind = 0;
+  uint64_t body_tag = 0;
   Bytes out;  // queued, not yet sent: out[out_pos..]
   size_t out_pos = 0;
   Clock::time_point deadline;         // kAuth: finish the handshake; kClosing: finish sending
   Clock::time_point partial_since{};  // kReady: when the unfinished frame in `in` began
 
   size_t unparsed() const { return in.size() - in_pos; }
+  bool body_full() const { return body_active && body_have == body.size(); }
+  // Moves the n bytes buffered after in_pos (n <= size) into a new body of `size` bytes.
+  void start_body(size_t size, size_t n, uint8_t kind, uint64_t tag);
+  Bytes take_body();
   size_t unsent() const { return out.size() - out_pos; }
 };
 
@@ -171,6 +206,7 @@ class ServerLoop {
   void on_readable(ServerConn& c);
   void read_handshake(ServerConn& c);
   void read_frames(ServerConn& c);
+  void read_body(ServerConn& c);  // into c.body, the frame body being received
   void log_refusal_totals() const;
   void expire(Clock::time_point now);
   void reap();

@@ -277,6 +277,37 @@ TEST_F(ServiceTest, APeerThatStopsMidFrameIsDroppedAfterTheDeadlineWhileOthersAr
   EXPECT_EQ(text(good->request(bytes("y"))), "echo:y");
 }
 
+// The same for a large frame, whose body the server receives into its own buffer; and a large
+// message that claims an id is refused as soon as its header is in.
+TEST_F(ServiceTest, APeerThatStopsMidwayThroughALargeBodyIsDroppedAfterTheDeadline) {
+  start(/*frame_timeout=*/400ms);
+  auto good = client();
+  Fd stalled = raw_authenticated();
+  Bytes frame;
+  encode_frame(Kind::kRequest, 7, Bytes(size_t(300) << 10, 'q'), &frame);
+  frame.resize(frame.size() / 2);
+  const auto start_time = Clock::now();
+  write_raw(stalled, frame);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(text(good->request(bytes("x"))), "echo:x");
+  EXPECT_TRUE(closed_by_server(stalled, 10s));
+  EXPECT_GE(Clock::now() - start_time, 350ms);
+  std::string why = leave_reason(rendezvous::local_address(stalled.get()));
+  EXPECT_NE(why.find("stalled in the middle of a frame"), std::string::npos) << why;
+
+  Fd liar = raw_authenticated();
+  frame.clear();
+  const size_t start = rendezvous::frame::begin(&frame, kMagic, uint8_t(Kind::kMessage));
+  rendezvous::frame::put_u64(&frame, 9);
+  frame.resize(frame.size() + (size_t(200) << 10), 'm');
+  rendezvous::frame::finish(&frame, start);
+  frame.resize(kFrameHeadBytes + 100);
+  write_raw(liar, frame);
+  EXPECT_TRUE(closed_by_server(liar, 10s));
+  why = leave_reason(rendezvous::local_address(liar.get()));
+  EXPECT_NE(why.find("message with id 9"), std::string::npos) << why;
+  EXPECT_EQ(text(good->request(bytes("y"))), "echo:y");
+}
+
 TEST_F(ServiceTest, OutstandingRequestsAreMatchedToTheirResponses) {
   auto c = client();
   constexpr int kThreads = 4;
@@ -425,6 +456,29 @@ TEST_F(ServiceTest, OversizePayloadsAreRefusedBeforeSending) {
 }
 
 // The service's frames, without sockets (the fuzzer checks the same on random bytes).
+// Large requests and answers go out straight from their buffers (writev on the client,
+// send-then-queue-the-rest on the server): several clients at once, each payload intact.
+TEST_F(ServiceTest, LargePayloadsFromSeveralClientsAtOnceArriveIntact) {
+  constexpr int kClients = 3, kRounds = 20;
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(kClients);
+  for (int k = 0; k < kClients; ++k) {
+    threads.emplace_back([&, k] {
+      auto c = client();
+      for (int r = 0; r < kRounds; ++r) {
+        std::string s(size_t(600 << 10) + size_t(r * 4099 + k), 'a');
+        for (size_t i = 0; i < s.size(); i += 97) s[i] = char('b' + (i / 97 + size_t(k + r)) % 20);
+        const std::string answer = text(c->request(bytes(s)));
+        if (answer != "echo:" + s && errors[size_t(k)].empty())
+          errors[size_t(k)] = "client " + std::to_string(k) + " round " + std::to_string(r) +
+                              ": a wrong answer of " + std::to_string(answer.size()) + " bytes";
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
 TEST(ServiceWire, FramesRoundTripAndMalformedOnesAreNamed) {
   Bytes f;
   encode_frame(Kind::kResponse, 42, bytes("abc"), &f);
@@ -459,6 +513,12 @@ TEST(ServiceWire, FramesRoundTripAndMalformedOnesAreNamed) {
   g = {};
   encode_frame(Kind::kMessage, 5, {}, &g);
   EXPECT_NE(parse_frame(g, 16, &a).error.find("message with id 5"), std::string::npos);
+  // encode_head writes what encode_frame writes before the payload.
+  g = {};
+  encode_frame(Kind::kRequest, 7, bytes("payload"), &g);
+  uint8_t head[kFrameHeadBytes];
+  encode_head(Kind::kRequest, 7, 7, head);
+  EXPECT_EQ(Bytes(head, head + kFrameHeadBytes), Bytes(g.begin(), g.begin() + kFrameHeadBytes));
 }
 
 }  // namespace

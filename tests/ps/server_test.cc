@@ -113,6 +113,25 @@ TEST(PsServer, BspAveragesTheWorkersGradientsOnOneAndTwoServers) {
   }
 }
 
+// Over three servers the worker's persistent per-server threads run every step: many steps of
+// ASP give the exact SGD trajectory, and a refusal by every server is rethrown (server 0's).
+TEST(PsServer, ManyStepsOverThreeServersAndTheirErrors) {
+  Consistency asp;
+  asp.mode = Mode::kAsp;
+  Job job(3, 1, asp);
+  const Layout layout = layout_of(model());
+  PsWorker w(job.worker(0, 1), layout);
+  std::vector<float> values(7), grads(7, 0.25f);
+  w.pull(values.data());
+  for (int step = 0; step < 40; ++step) w.push_pull(step, grads.data(), values.data());
+  const std::vector<float> init = {1, 2, 3, 4, 1, 1, 1};
+  for (size_t i = 0; i < 7; ++i) EXPECT_FLOAT_EQ(values[i], init[i] - 40 * 0.25f * float(kLr));
+  std::string m = message_of([&] { w.push_pull(7, grads.data(), values.data()); });
+  EXPECT_NE(m.find("parameter server 0"), std::string::npos) << m;
+  EXPECT_NE(m.find("for step 7, expected step 40"), std::string::npos) << m;
+  w.bye();
+}
+
 TEST(PsServer, AWorkerWithAnotherModelIsRefusedNamingTheParameterAndTheRank) {
   Job job(1, 2);
   std::string m = message_of([&] { PsWorker w(job.worker(1, 2), layout_of(model(5))); });

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,12 +17,49 @@ namespace cohort::comm::service {
 namespace {
 
 constexpr size_t kReadChunk = size_t{256} << 10;
+// Frame bodies at least this large are received into their own buffer (read_loop).
+constexpr size_t kDirectBytes = size_t{64} << 10;
 // The handshake gets its own bound: a server that accepted but is wedged must not hold us for
 // the whole connect retry window.
 constexpr Millis kAuthTimeout = std::chrono::seconds(30);
 
 double secs(Millis m) {
   return m.count() / 1000.0;
+}
+
+// Sends head then payload as one stream, straight from where they lie (sendmsg over both: the
+// payload, megabytes for a parameter-server push, is not copied into a frame first).
+void write_parts(int fd, std::span<const uint8_t> head, std::span<const uint8_t> payload,
+                 rendezvous::Deadline deadline, const std::string& peer, const char* what) {
+  const size_t total = head.size() + payload.size();
+  size_t sent = 0;
+  while (sent < total) {
+    iovec iov[2];
+    int n = 0;
+    if (sent < head.size())
+      iov[n++] = {const_cast<uint8_t*>(head.data()) + sent, head.size() - sent};
+    const size_t in_payload = sent > head.size() ? sent - head.size() : 0;
+    if (in_payload < payload.size())
+      iov[n++] = {const_cast<uint8_t*>(payload.data()) + in_payload, payload.size() - in_payload};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = size_t(n);
+    ssize_t r = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r >= 0) {
+      sent += size_t(r);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    COHORT_CHECK_IO(errno == EAGAIN || errno == EWOULDBLOCK, "sending ", what, " to ", peer,
+                    " failed: ", std::strerror(errno));
+    pollfd p{fd, POLLOUT, 0};
+    int rc = ::poll(&p, 1, rendezvous::poll_timeout_ms(deadline));
+    COHORT_CHECK_IO(rc >= 0 || errno == EINTR, "sending ", what, " to ", peer,
+                    ": poll failed: ", std::strerror(errno));
+    COHORT_CHECK_T(rc != 0 || std::chrono::steady_clock::now() < deadline, Timeout,
+                   "timed out sending ", what, " to ", peer, " (", sent, " of ", total,
+                   " bytes sent)");
+  }
 }
 
 }  // namespace
@@ -81,16 +119,16 @@ void Client::check_size(std::span<const uint8_t> payload, const char* what) cons
 }
 
 void Client::write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Millis timeout) {
-  Bytes frame;
-  encode_frame(kind, id, payload, &frame);
+  uint8_t head[kFrameHeadBytes];
+  encode_head(kind, id, payload.size(), head);
   std::lock_guard<std::mutex> w(write_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.empty()) throw IoError(failure_);
   }
   try {
-    rendezvous::write_all(fd_.get(), frame.data(), frame.size(),
-                          rendezvous::deadline_after(timeout), describe(), kind_name(kind));
+    write_parts(fd_.get(), head, payload, rendezvous::deadline_after(timeout), describe(),
+                kind_name(kind));
   } catch (const Error& e) {
     // Part of a frame may be on the wire: the stream cannot be used any more.
     fail(detail::str(describe(), ": sending a ", kind_name(kind), " failed: ", e.what()));
@@ -153,19 +191,19 @@ std::optional<Bytes> Client::receive(Millis timeout) {
   return std::nullopt;
 }
 
-bool Client::deliver(const Frame& f) {
+bool Client::deliver(Kind kind, uint64_t id, Bytes payload) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (f.kind == Kind::kMessage) {
-      if (inbox_bytes_ + f.payload.size() > options_.max_inbox_bytes) return false;
-      inbox_.emplace_back(f.payload.begin(), f.payload.end());
-      inbox_bytes_ += f.payload.size();
+    if (kind == Kind::kMessage) {
+      if (inbox_bytes_ + payload.size() > options_.max_inbox_bytes) return false;
+      inbox_bytes_ += payload.size();
+      inbox_.push_back(std::move(payload));
     } else {
-      auto it = pending_.find(f.id);
+      auto it = pending_.find(id);
       if (it == pending_.end()) return true;  // its caller gave up (timeout): discard
       it->second.done = true;
-      it->second.error = f.kind == Kind::kError;
-      it->second.payload.assign(f.payload.begin(), f.payload.end());
+      it->second.error = kind == Kind::kError;
+      it->second.payload = std::move(payload);
     }
   }
   cv_.notify_all();
@@ -173,30 +211,50 @@ bool Client::deliver(const Frame& f) {
 }
 
 // The reader thread: cuts what arrives into frames and hands each to its waiter, until the
-// connection ends or close() wakes it.
+// connection ends or close() wakes it. A large frame's body is received straight into the
+// buffer its waiter is given (no copy out of the read buffer).
 void Client::read_loop() {
   // buf[pos, end) is read but not parsed yet. buf only grows: resizing it for every read would
   // zero-fill a whole chunk each time (megabytes per parameter-server pull).
   Bytes buf;
   size_t pos = 0, end = 0;
+  Bytes body;  // the large body being received, body_have bytes of it so far
+  size_t body_have = 0;
+  Kind body_kind = Kind::kMessage;
+  uint64_t body_id = 0;
+  bool in_body = false;
   for (;;) {
+    if (in_body) {
+      if (body_have < body.size()) {
+        if (!read_some(body.data() + body_have, body.size() - body_have, &body_have)) return;
+        continue;
+      }
+      in_body = false;
+      if (!deliver(body_kind, body_id, std::move(body))) return inbox_overflow();
+      body = Bytes();
+    }
     while (pos < end) {
       Frame f;
       auto res = parse_frame({buf.data() + pos, end - pos}, options_.max_payload_bytes, &f);
-      if (res.status == ParseStatus::kNeedMore) break;
-      if (res.status == ParseStatus::kMalformed || f.kind == Kind::kRequest) {
-        fail(detail::str(describe(), " sent a malformed frame: ",
-                         res.error.empty() ? "a request, to a client" : res.error));
-        ::shutdown(fd_.get(), SHUT_RDWR);
-        return;
+      if (res.status == ParseStatus::kNeedMore) {
+        if (res.size >= kFrameHeadBytes + kDirectBytes && end - pos >= kFrameHeadBytes) {
+          body_kind = Kind(buf[pos + 4]);
+          body_id = rendezvous::frame::load_u64(buf.data() + pos + kHeaderBytes);
+          if (body_kind == Kind::kRequest || (body_kind == Kind::kMessage && body_id != 0))
+            return malformed(body_kind == Kind::kRequest ? "a request, to a client"
+                                                         : "a message with an id");
+          body.resize(res.size - kFrameHeadBytes);
+          body_have = end - pos - kFrameHeadBytes;
+          std::copy_n(buf.data() + pos + kFrameHeadBytes, body_have, body.data());
+          pos = end;
+          in_body = true;
+        }
+        break;
       }
-      if (!deliver(f)) {
-        fail(detail::str(describe(), " pushed more than ", options_.max_inbox_bytes,
-                         " bytes of messages that were not received (ClientOptions::"
-                         "max_inbox_bytes); the connection is dropped"));
-        ::shutdown(fd_.get(), SHUT_RDWR);
-        return;
-      }
+      if (res.status == ParseStatus::kMalformed || f.kind == Kind::kRequest)
+        return malformed(res.error.empty() ? "a request, to a client" : res.error);
+      if (!deliver(f.kind, f.id, Bytes(f.payload.begin(), f.payload.end())))
+        return inbox_overflow();
       pos += res.size;
     }
     if (pos == end) {
@@ -206,11 +264,25 @@ void Client::read_loop() {
       end -= pos;
       pos = 0;
     }
-    if (!read_some(buf, end)) return;
+    if (in_body) continue;
+    if (buf.size() - end < kReadChunk) buf.resize(std::max(2 * buf.size(), end + kReadChunk));
+    if (!read_some(buf.data() + end, buf.size() - end, &end)) return;
   }
 }
 
-bool Client::read_some(Bytes& buf, size_t& end) {
+void Client::malformed(const std::string& why) {
+  fail(detail::str(describe(), " sent a malformed frame: ", why));
+  ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+void Client::inbox_overflow() {
+  fail(detail::str(describe(), " pushed more than ", options_.max_inbox_bytes,
+                   " bytes of messages that were not received (ClientOptions::"
+                   "max_inbox_bytes); the connection is dropped"));
+  ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+bool Client::read_some(uint8_t* dst, size_t room, size_t* have) {
   pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
   int rc = ::poll(fds, 2, -1);  // no deadline: close() ends this wait, and callers have theirs
   if (rc < 0) {
@@ -219,9 +291,8 @@ bool Client::read_some(Bytes& buf, size_t& end) {
     return false;
   }
   if (fds[1].revents) return false;  // close()
-  if (buf.size() - end < kReadChunk) buf.resize(std::max(2 * buf.size(), end + kReadChunk));
-  ssize_t r = ::recv(fd_.get(), buf.data() + end, buf.size() - end, MSG_DONTWAIT);
-  if (r > 0) end += size_t(r);
+  ssize_t r = ::recv(fd_.get(), dst, room, MSG_DONTWAIT);
+  if (r > 0) *have += size_t(r);
   if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR))) return true;
   fail(r == 0 ? detail::str(describe(),
                             " closed the connection (the server stopped, or it dropped this "

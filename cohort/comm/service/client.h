@@ -74,11 +74,13 @@ class Client {
 
  private:
   void read_loop();
-  // Appends what arrives at buf[end..] (growing buf when little room is left) and advances
-  // end; false when the connection ended.
-  bool read_some(Bytes& buf, size_t& end);
+  // Waits for data and reads at most `room` bytes into dst, adding the count to *have; false
+  // when the connection ended.
+  bool read_some(uint8_t* dst, size_t room, size_t* have);
   // False when the inbox would pass max_inbox_bytes (the message is not kept).
-  bool deliver(const Frame& f);
+  bool deliver(Kind kind, uint64_t id, Bytes payload);
+  void malformed(const std::string& why);  // the server broke the protocol: drop it
+  void inbox_overflow();
   void fail(const std::string& why);  // the connection is gone: wake every waiter
   void write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Millis timeout);
   void check_size(std::span<const uint8_t> payload, const char* what) const;

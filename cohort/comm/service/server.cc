@@ -1,6 +1,11 @@
 #include "cohort/comm/service/server.h"
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -27,13 +32,21 @@ class Server::Impl : public ServerLoop::Handler {
   void on_ready(ServerConn& c) override;
   void on_data(ServerConn& c) override;
   void on_close(ServerConn& c, const std::string& why) override;
-  void dispatch(ServerConn& c, const Frame& f);
+  void start_body(ServerConn& c, size_t total);
+  void dispatch(ServerConn& c, Kind kind, uint64_t id, Bytes payload);
   void answer_request(ServerConn& c, uint64_t id, Bytes payload);
   void enqueue(ServerConn& c, Kind kind, uint64_t id, std::span<const uint8_t> payload);
+  void send_direct(ServerConn& c, Kind kind, uint64_t id, std::span<const uint8_t> payload);
   static Peer peer_of(const ServerConn& c) { return Peer{c.id, c.peer}; }
 };
 
 namespace {
+
+// Answers at least this large are written straight from the handler's buffer when nothing is
+// queued before them (send_direct); smaller ones are copied into the queue.
+constexpr size_t kDirectSendBytes = size_t{64} << 10;
+// Request bodies at least this large are received into their own buffer (start_body).
+constexpr size_t kDirectBytes = size_t{64} << 10;
 
 rendezvous::ServerLoopOptions loop_options(const ServerOptions& o) {
   COHORT_CHECK_ARG(o.max_payload_bytes > 0 && o.max_payload_bytes <= (size_t{1} << 31),
@@ -79,30 +92,51 @@ void Server::Impl::on_close(ServerConn& c, const std::string& why) {
 
 void Server::Impl::on_data(ServerConn& c) {
   const size_t pause_at = loop_.options().max_unsent;
-  while (c.state == ServerConn::State::kReady && !c.dead && c.unparsed() > 0 &&
-         c.unsent() < pause_at) {
+  while (c.state == ServerConn::State::kReady && !c.dead && c.unsent() < pause_at) {
+    if (c.body_active) {  // a large body received into its own buffer
+      if (!c.body_full()) return;
+      const Kind kind = Kind(c.body_kind);
+      const uint64_t id = c.body_tag;
+      dispatch(c, kind, id, c.take_body());
+      continue;
+    }
+    if (c.unparsed() == 0) return;
     Frame f;
     auto res = parse_frame({c.in.data() + c.in_pos, c.unparsed()}, options_.max_payload_bytes, &f);
-    if (res.status == ParseStatus::kNeedMore) return;
+    if (res.status == ParseStatus::kNeedMore) return start_body(c, res.size);
     if (res.status == ParseStatus::kMalformed)
       return loop_.refuse(c, Refusal::kBadFrame, res.error);
-    c.in_pos += res.size;  // f.payload still points into c.in: dispatch copies it first
-    dispatch(c, f);
+    c.in_pos += res.size;  // f.payload still points into c.in: copied out first
+    dispatch(c, f.kind, f.id, Bytes(f.payload.begin(), f.payload.end()));
   }
 }
 
-void Server::Impl::dispatch(ServerConn& c, const Frame& f) {
-  Bytes payload(f.payload.begin(), f.payload.end());
-  switch (f.kind) {
+// An unfinished frame of `total` bytes (0: its header is not in yet) is buffered. A large one
+// whose header and id are in has its body received straight into the payload the handler
+// will be given (ServerConn::start_body), rather than into the read buffer and copied out.
+void Server::Impl::start_body(ServerConn& c, size_t total) {
+  if (total < kFrameHeadBytes + kDirectBytes || c.unparsed() < kFrameHeadBytes) return;
+  const uint8_t* head = c.in.data() + c.in_pos;
+  const Kind kind = Kind(head[4]);  // parse_frame checked the magic, kind and length
+  const uint64_t id = rendezvous::frame::load_u64(head + kHeaderBytes);
+  if (kind == Kind::kMessage && id != 0)
+    return loop_.refuse(c, Refusal::kBadFrame,
+                        detail::str("message with id ", id, " (messages carry id 0)"));
+  c.in_pos += kFrameHeadBytes;
+  c.start_body(total - kFrameHeadBytes, c.unparsed(), uint8_t(kind), id);
+}
+
+void Server::Impl::dispatch(ServerConn& c, Kind kind, uint64_t id, Bytes payload) {
+  switch (kind) {
     case Kind::kRequest:
-      return answer_request(c, f.id, std::move(payload));
+      return answer_request(c, id, std::move(payload));
     case Kind::kMessage:
       if (handlers_.on_message) handlers_.on_message(peer_of(c), std::move(payload));
       return;
     case Kind::kResponse:
     case Kind::kError:
       return loop_.refuse(c, Refusal::kBadFrame,
-                          detail::str("a client sent a ", kind_name(f.kind), " frame"));
+                          detail::str("a client sent a ", kind_name(kind), " frame"));
   }
 }
 
@@ -135,8 +169,35 @@ void Server::Impl::enqueue(ServerConn& c, Kind kind, uint64_t id,
         c, detail::str("it does not read what is sent to it (", c.unsent(),
                        " bytes queued; max_queued_bytes ", options_.max_queued_bytes, ")"));
   }
+  if (c.unsent() == 0 && payload.size() >= kDirectSendBytes)
+    return send_direct(c, kind, id, payload);
   encode_frame(kind, id, payload, &c.out);
   loop_.flush(c);
+}
+
+// Nothing is queued before this frame: send it straight from the payload (one sendmsg over the
+// header and the payload) and queue only what the socket did not take, instead of copying
+// megabytes into the queue first.
+void Server::Impl::send_direct(ServerConn& c, Kind kind, uint64_t id,
+                               std::span<const uint8_t> payload) {
+  uint8_t head[kFrameHeadBytes];
+  encode_head(kind, id, payload.size(), head);
+  iovec iov[2] = {{head, kFrameHeadBytes}, {const_cast<uint8_t*>(payload.data()), payload.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  ssize_t r;
+  do {
+    r = ::sendmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    return loop_.close(c, detail::str("send failed: ", std::strerror(errno)));
+  size_t sent = r < 0 ? 0 : size_t(r);
+  if (sent < kFrameHeadBytes) {
+    c.out.insert(c.out.end(), head + sent, head + kFrameHeadBytes);
+    sent = kFrameHeadBytes;
+  }
+  c.out.insert(c.out.end(), payload.begin() + ptrdiff_t(sent - kFrameHeadBytes), payload.end());
 }
 
 void Server::Impl::queue(uint64_t peer, Kind kind, uint64_t id, Bytes payload) {

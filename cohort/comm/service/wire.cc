@@ -1,5 +1,7 @@
 #include "cohort/comm/service/wire.h"
 
+#include <algorithm>
+
 #include "cohort/core/error.h"
 
 namespace cohort::comm::service {
@@ -42,6 +44,19 @@ ParseResult parse_frame(std::span<const uint8_t> buf, size_t max_payload, Frame*
   out->id = id;
   out->payload = f.body.subspan(kIdBytes);
   return res;
+}
+
+void encode_head(Kind kind, uint64_t id, size_t payload_size, uint8_t (&out)[kFrameHeadBytes]) {
+  Bytes head;
+  head.reserve(kFrameHeadBytes);
+  const size_t start = rendezvous::frame::begin(&head, kMagic, uint8_t(kind));
+  rendezvous::frame::put_u64(&head, id);
+  rendezvous::frame::finish(&head, start);
+  const uint64_t len = uint64_t(kIdBytes) + payload_size;
+  COHORT_INTERNAL(len <= UINT32_MAX, "service frame body of ", len,
+                  " bytes does not fit a u32 length");
+  for (int i = 0; i < 4; ++i) head[5 + size_t(i)] = uint8_t(len >> (8 * i));
+  std::copy(head.begin(), head.end(), out);
 }
 
 void encode_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Bytes* out) {

@@ -48,5 +48,9 @@ using ParseResult = rendezvous::frame::Result;
 ParseResult parse_frame(std::span<const uint8_t> buf, size_t max_payload, Frame* out);
 // Appends one frame. encode(parse(x)) reproduces x exactly (the fuzzer checks it).
 void encode_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Bytes* out);
+// A frame's header and id (what encode_frame writes before the payload), for senders that
+// write the payload straight from where it lies (writev) instead of copying it into a frame.
+inline constexpr size_t kFrameHeadBytes = kHeaderBytes + kIdBytes;
+void encode_head(Kind kind, uint64_t id, size_t payload_size, uint8_t (&out)[kFrameHeadBytes]);
 
 }  // namespace cohort::comm::service

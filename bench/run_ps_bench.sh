@@ -125,7 +125,7 @@ part2() {
       local extra=(--set "ps.mode=$m" --set optim.lr=0.0125)
       [ "$m" = ssp ] && extra+=(--set ps.staleness=3)
       [ "$m" = backup ] && extra=(--set ps.mode=bsp --set ps.backup_workers=1)
-      w[$m]+="$(cohort_ps "$m$r" 4 2 --set "train.max_steps=$steps" \
+      w[$m]+="$(cohort_ps "$m$r" 4 2 --set train.epochs=2 --set "train.max_steps=$steps" \
         --set "train.eval_every=$EVAL_EVERY" --set fault.slow_rank=1 \
         --set "fault.slow_factor=$SLOW" "${extra[@]}") "
       t[$m]+="$(time_to "$TARGET" "$TMP/$m$r/metrics.jsonl") "

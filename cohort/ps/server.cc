@@ -223,7 +223,8 @@ std::optional<Bytes> ParamServer::push_async(int rank, uint64_t peer, uint64_t i
   optimize(in_place
                ? from_external(const_cast<uint8_t*>(p.grads), {range_.size()}, DType::f32, nullptr)
                : push_grad_,
-           p.step, o_.consistency.staleness_lr ? std::max(1.0, double(reply.staleness)) : 1.0);
+           progress(),  // the server's global step: the schedule follows the job, not the pusher
+           o_.consistency.staleness_lr ? std::max(1.0, double(reply.staleness)) : 1.0);
   if (in_place) shard_.set_grad(Tensor());  // it pointed into the request, about to be freed
   after_update();
   std::optional<Bytes> now;

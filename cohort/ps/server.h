@@ -18,7 +18,8 @@
 //      comes after that is dropped (counted; PushReply::dropped) and answered at once with the
 //      current values (step t's or newer).
 //   ASP: each push is applied on arrival (its own optimizer step, the LR schedule at the
-//      pushing worker's step, times 1/max(1, staleness) with staleness_lr) and answered at once
+//      server's global step = its updates / N, times 1/max(1, staleness) with staleness_lr) and
+//      answered at once
 //      with the current values. SSP: the same, but the answer is held (SspGate) until the
 //      slowest worker is at most `staleness` steps behind; held answers go from the loop thread
 //      when a push or a goodbye moves the slowest worker on.

@@ -357,6 +357,45 @@ TEST(PsServer, BspWithABackupWorkerLetsALateWorkerJoinWhereTheServersAre) {
   for (auto& s : job.servers) s->wait(5s);
 }
 
+// ASP's learning-rate schedule follows the server's global step (its updates / N), not the
+// pushing worker's step: a worker far behind gets the job's current rate.
+TEST(PsServer, AspScheduleFollowsTheServersGlobalStep) {
+  struct StepIsLr : optim::LrSchedule {
+    double lr_at(int64_t step) const override { return 0.5 * double(step + 1); }
+  };
+  Consistency c;
+  c.mode = Mode::kAsp;
+  ServerOptions o;
+  o.num_workers = 2;
+  o.params = model();
+  o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+  o.consistency = c;
+  o.make_optimizer = [](optim::NamedParams p) {
+    return std::make_unique<optim::SGD>(std::move(p), optim::SgdOptions{.lr = kLr});
+  };
+  o.make_schedule = [](int64_t) { return std::make_unique<StepIsLr>(); };
+  ParamServer server(std::move(o));
+  auto store = std::make_shared<rendezvous::HashStore>();
+  publish_server(*store, 0, server.address());
+  auto options = [&](int rank) {
+    WorkerOptions w{.rank = rank, .num_workers = 2, .num_servers = 1, .store = store};
+    w.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+    w.consistency = c;
+    return w;
+  };
+  PsWorker fast(options(0), layout_of(model())), slow(options(1), layout_of(model()));
+  std::vector<float> v(7), ones(7, 1.0f);
+  for (int64_t step = 0; step < 4; ++step) fast.push_pull(step, ones.data(), v.data());
+  // 4 updates of 2 workers: global step 2, lr 1.5 for the slow worker's push of its step 0
+  // (the pusher's step would give 0.5).
+  const float before = v[0];
+  slow.push_pull(0, ones.data(), v.data());
+  EXPECT_FLOAT_EQ(v[0], before - 1.5f);
+  fast.bye();
+  slow.bye();
+  server.wait(5s);
+}
+
 // ASP: each push is applied on arrival and answered at once; the second worker's push is one
 // update stale (it last received the initial values). With staleness_lr, worker 0's second
 // push, two updates stale, moves half as far (lr / 2); one update stale is not scaled.

@@ -1,0 +1,55 @@
+#pragma once
+// The "gossip" strategy (parallel.strategy = "gossip"): decentralized SGD (Lian et al., D-PSGD,
+// NeurIPS 2017). No rank is special and nothing is all-reduced during training: each worker
+// steps on its own gradient and averages its parameters with its neighbours' in a fixed graph
+// (gossip_topology.h), x_i <- x_i + w * sum_j (x_j - x_i) over its neighbours j, applied on top
+// of its own optimizer step. The exchange of step t (every worker's parameters before the
+// step, sent to and received from each neighbour at once: batch_send_recv) starts when that
+// step's backward starts and runs beside it; step() waits for it.
+//
+// Workers' parameters differ between steps; how far is the consensus distance, sqrt of the
+// mean over ranks of |x_i - mean(x)|^2, measured every gossip.consensus_every steps (one
+// allreduce of the parameters and one of a scalar) and reported in the metrics. Checkpoints
+// hold rank 0's parameters, so a resumed run restarts every worker from them (consensus 0).
+// A neighbour that dies fails the exchange within comm.timeout_s, naming its rank.
+#include <utility>
+#include <vector>
+
+#include "cohort/comm/work.h"
+#include "cohort/parallel/gossip_topology.h"
+#include "cohort/parallel/strategy_registry.h"
+
+namespace cohort::parallel {
+
+class GossipStrategy : public Strategy {
+ public:
+  GossipStrategy(const StrategyContext& ctx, GossipTopology topology, int64_t consensus_every);
+  std::string name() const override { return "gossip"; }
+  void backward(const Tensor& loss, bool sync) override;
+  void step() override;
+  StrategyStats last_stats() const override { return stats_; }
+  nlohmann::json take_interval_metrics() override;
+  nlohmann::json summary_metrics() const override;
+  void shutdown() noexcept override;
+
+ private:
+  void start_exchange();  // this step's parameters to and from every neighbour
+  void mix();             // the neighbours' share, on top of the optimizer's step
+  double consensus_distance();
+
+  NamedTensors params_;
+  GossipPeers peers_;
+  int64_t consensus_every_;
+  std::vector<float> sent_;                   // the parameters before this step, flat
+  std::vector<std::vector<float>> received_;  // each neighbour's, flat
+  comm::Work exchange_;
+  bool in_flight_ = false;
+  std::pair<uint64_t, uint64_t> bytes_at_start_;  // the group's counters when it started
+  int64_t steps_ = 0;
+  double last_consensus_ = -1;  // -1: not measured yet
+  StrategyStats stats_;
+};
+
+StrategyRegistration gossip_strategy_registration();
+
+}  // namespace cohort::parallel

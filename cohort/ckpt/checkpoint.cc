@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -55,6 +56,7 @@ namespace {
 struct Snapshot {
   int64_t step = 0;
   NamedTensors model, optimizer;
+  std::map<std::string, NamedTensors> extra;
   std::string state_text;
 };
 
@@ -66,6 +68,18 @@ void check_names(const char* which, const NamedTensors& tensors) {
     COHORT_CHECK_ARG(seen.insert(name).second, "checkpoint ", which, ": duplicate tensor name '",
                      name, "'");
     COHORT_CHECK_ARG(t.defined(), "checkpoint ", which, ": tensor '", name, "' is undefined");
+  }
+}
+
+void check_extra_names(const std::map<std::string, NamedTensors>& extra) {
+  for (const auto& [name, tensors] : extra) {
+    const bool plain = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    });
+    COHORT_CHECK_ARG(plain && name != "model" && name != "optimizer" && name[0] != '.',
+                     "checkpoint: extra file name '", name,
+                     "' must be letters, digits, '.', '_' or '-', and not model or optimizer");
+    check_names(name.c_str(), tensors);
   }
 }
 
@@ -98,9 +112,9 @@ long tmp_dir_pid(const std::string& name) {
   return ec == std::errc() && p == e ? pid : -1;
 }
 
-void write_manifest(const fs::path& tmp, int64_t step) {
+void write_manifest(const fs::path& tmp, int64_t step, const std::vector<std::string>& names) {
   nlohmann::ordered_json files = nlohmann::ordered_json::object();
-  for (const char* name : {kModelFile, kOptimizerFile, kStateFile}) {
+  for (const std::string& name : names) {
     uint64_t size = 0;
     const std::string sha = internal::sha256_file((tmp / name).string(), &size);
     files[name] = {{"size", size}, {"sha256", sha}};
@@ -142,6 +156,7 @@ void CheckpointManager::save(const CheckpointData& data) {
   COHORT_CHECK_ARG(data.step >= 0, "checkpoint step is ", data.step, ", expected >= 0");
   check_names("model", data.model);
   check_names("optimizer", data.optimizer);
+  check_extra_names(data.extra);
   wait();  // one save in flight at most; its error surfaces here
   Snapshot s;
   s.step = data.step;
@@ -153,14 +168,16 @@ void CheckpointManager::save(const CheckpointData& data) {
   if (!options_.async) {
     s.model = data.model;  // handles only: the write happens before save() returns
     s.optimizer = data.optimizer;
-    write_now(s.step, s.model, s.optimizer, s.state_text);
+    s.extra = data.extra;
+    write_now(s.step, s.model, s.optimizer, s.extra, s.state_text);
     return;
   }
   s.model = copy_tensors(data.model);
   s.optimizer = copy_tensors(data.optimizer);
+  for (const auto& [name, tensors] : data.extra) s.extra[name] = copy_tensors(tensors);
   worker_ = std::thread([this, s = std::move(s)]() {
     try {
-      write_now(s.step, s.model, s.optimizer, s.state_text);
+      write_now(s.step, s.model, s.optimizer, s.extra, s.state_text);
     } catch (...) {
       error_ = std::current_exception();
     }
@@ -178,6 +195,7 @@ void CheckpointManager::wait() {
 
 void CheckpointManager::write_now(int64_t step, const NamedTensors& model,
                                   const NamedTensors& optimizer,
+                                  const std::map<std::string, NamedTensors>& extra,
                                   const std::string& state_text) const {
   const fs::path root(options_.dir);
   std::error_code ec;
@@ -195,7 +213,13 @@ void CheckpointManager::write_now(int64_t step, const NamedTensors& model,
   internal::fsync_path((tmp / kOptimizerFile).string());
   internal::write_text_file((tmp / kStateFile).string(), state_text);
   internal::fsync_path((tmp / kStateFile).string());
-  write_manifest(tmp, step);
+  std::vector<std::string> names{kModelFile, kOptimizerFile, kStateFile};
+  for (const auto& [stem, tensors] : extra) {
+    names.push_back(stem + kTensorFileSuffix);
+    write_safetensors((tmp / names.back()).string(), tensors, meta);
+    internal::fsync_path((tmp / names.back()).string());
+  }
+  write_manifest(tmp, step, names);
   internal::fsync_path(tmp.string());
   const fs::path final_dir = root / name;
   remove_dir(final_dir);  // re-save of the same step after a restart

@@ -6,6 +6,7 @@
 //     model.safetensors       CheckpointData::model
 //     optimizer.safetensors   CheckpointData::optimizer
 //     state.json              CheckpointData::state (the trainer's JSON)
+//     <name>.safetensors      CheckpointData::extra[name], if any (per-rank strategy state)
 //     MANIFEST.json           {"format":"cohort-checkpoint","version":1,"step":1000,
 //                              "files":{"model.safetensors":{"size":N,"sha256":"<hex>"},...}}
 //
@@ -35,6 +36,7 @@
 // abandoning a thread that is still writing would leave the snapshot with no owner.
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -50,6 +52,9 @@ struct CheckpointData {
   NamedTensors model;      // -> model.safetensors
   NamedTensors optimizer;  // -> optimizer.safetensors
   nlohmann::json state;    // -> state.json (the trainer's: epoch, position, rng, config...)
+  // More tensor files, "<name>.safetensors" each, listed and verified like the others. Names:
+  // letters, digits, '.', '_', '-' (InvalidArgument otherwise), not "model" or "optimizer".
+  std::map<std::string, NamedTensors> extra;
 };
 
 struct ManagerOptions {
@@ -86,6 +91,7 @@ class CheckpointManager {
 
  private:
   void write_now(int64_t step, const NamedTensors& model, const NamedTensors& optimizer,
+                 const std::map<std::string, NamedTensors>& extra,
                  const std::string& state_text) const;
   void apply_retention() const;
 

@@ -88,6 +88,12 @@ CheckpointData CheckpointManager::load(const std::string& step_dir) {
   out.model = read_safetensors((dir / kModelFile).string());
   out.optimizer = read_safetensors((dir / kOptimizerFile).string());
   out.state = parse_json_file((dir / kStateFile).string(), "trainer state");
+  const std::string suffix = kTensorFileSuffix;
+  for (const auto& [name, info] : files.items()) {
+    if (name == kModelFile || name == kOptimizerFile || !name.ends_with(suffix)) continue;
+    out.extra[name.substr(0, name.size() - suffix.size())] =
+        read_safetensors((dir / name).string());
+  }
   return out;
 }
 

@@ -15,6 +15,7 @@ inline constexpr const char* kStateFile = "state.json";
 inline constexpr const char* kFormat = "cohort-checkpoint";
 inline constexpr int kFormatVersion = 1;
 inline constexpr const char* kTmpPrefix = ".tmp-";
+inline constexpr const char* kTensorFileSuffix = ".safetensors";
 
 // The step N of a directory named "step-<digits>", else nullopt.
 std::optional<int64_t> parse_step_dir(const std::string& name);

@@ -257,6 +257,22 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   f.close();
 }
 
+std::vector<uint8_t> encode_safetensors(const NamedTensors& tensors, const std::string& name,
+                                        const std::map<std::string, std::string>& metadata) {
+  check_names(name, tensors);
+  const std::string header = build_header(name, tensors, metadata);
+  std::vector<uint8_t> out(8);
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  out.insert(out.end(), header.begin(), header.end());
+  for (const auto& [tensor_name, t] : tensors) {
+    if (t.numel() == 0) continue;
+    const Tensor c = t.is_contiguous() ? t : internal::contiguous_copy(t);
+    const auto* b = static_cast<const uint8_t*>(c.raw_data());
+    out.insert(out.end(), b, b + c.nbytes());
+  }
+  return out;
+}
+
 NamedTensors read_safetensors(const std::string& path,
                               std::map<std::string, std::string>* metadata) {
   internal::File f = internal::File::open_read(path);

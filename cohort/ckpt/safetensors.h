@@ -32,6 +32,11 @@ using cohort::NamedTensors;  // tensor/tensor.h: the one definition
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// The bytes write_safetensors would write (`name` stands for the path in errors): for sending
+// tensors over the network in the checkpoint format (parse_safetensors reads them back).
+std::vector<uint8_t> encode_safetensors(const NamedTensors& tensors, const std::string& name,
+                                        const std::map<std::string, std::string>& metadata = {});
+
 // Reads `path` and validates everything before trusting it: the header length fits in the file,
 // the JSON is well formed, every entry has a known dtype, a shape of non-negative integers and
 // data_offsets that lie inside the data, do not overlap, leave no hole and hold exactly

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "cohort/core/error.h"
 #include "cohort/parallel/builtin_strategies.h"
@@ -149,6 +150,33 @@ void GossipStrategy::shutdown() noexcept {
   } catch (const std::exception&) {  // the job is failing already
   }
   in_flight_ = false;
+}
+
+StrategyState GossipStrategy::state() const {
+  StrategyState st;
+  st.per_rank = true;
+  for (const auto& [name, p] : params_) st.tensors.emplace_back("param/" + name, p);
+  for (const auto& [key, t] : optimizer_.export_state().tensors)
+    st.tensors.emplace_back("optim/" + key, t);
+  return st;
+}
+
+void GossipStrategy::load_state(const StrategyState& state) {
+  std::map<std::string, Tensor> params;
+  optim::OptimizerState opt = optimizer_.export_state();  // the scalars, as restored
+  opt.tensors.clear();
+  for (const auto& [name, t] : state.tensors) {
+    if (name.rfind("param/", 0) == 0) params[name.substr(6)] = t;
+    if (name.rfind("optim/", 0) == 0) opt.tensors[name.substr(6)] = t;
+  }
+  for (auto& [name, p] : params_) {
+    auto it = params.find(name);
+    COHORT_CHECK_ARG(it != params.end() && it->second.numel() == p.numel(),
+                     "gossip: the checkpoint's per-rank state has no parameter '", name, "' of ",
+                     p.numel(), " values");
+    std::memcpy(p.data<float>(), it->second.data<float>(), size_t(p.numel()) * sizeof(float));
+  }
+  optimizer_.import_state(opt);
 }
 
 StrategyRegistration gossip_strategy_registration() {

@@ -9,8 +9,9 @@
 //
 // Workers' parameters differ between steps; how far is the consensus distance, sqrt of the
 // mean over ranks of |x_i - mean(x)|^2, measured every gossip.consensus_every steps (one
-// allreduce of the parameters and one of a scalar) and reported in the metrics. Checkpoints
-// hold rank 0's parameters, so a resumed run restarts every worker from them (consensus 0).
+// allreduce of the parameters and one of a scalar) and reported in the metrics. Each worker's
+// own parameters and optimizer slots are per-rank strategy state: checkpoints keep every
+// rank's, and a resumed run continues bit-identically (same number of workers).
 // A neighbour that dies fails the exchange within comm.timeout_s, naming its rank.
 #include <utility>
 #include <vector>
@@ -31,6 +32,8 @@ class GossipStrategy : public Strategy {
   nlohmann::json take_interval_metrics() override;
   nlohmann::json summary_metrics() const override;
   void shutdown() noexcept override;
+  StrategyState state() const override;  // per-rank: "param/<name>", "optim/<slot key>"
+  void load_state(const StrategyState& state) override;
 
  private:
   void start_exchange();  // this step's parameters to and from every neighbour

@@ -21,18 +21,33 @@ std::map<std::string, Tensor> to_map(const ckpt::NamedTensors& v) {
 // the model), its values in state.json under "strategy".
 constexpr char kStrategyPrefix[] = "strategy/";
 
-void capture_strategy(const parallel::Strategy& strategy, ckpt::CheckpointData& d) {
-  parallel::StrategyState st = strategy.state();
-  COHORT_CHECK_ARG(!st.per_rank, "checkpoint: strategy '", strategy.name(),
-                   "' keeps state that differs between ranks, which checkpoints cannot hold "
-                   "yet (they are written by rank 0); train with ckpt.enabled = false");
-  for (auto& [name, t] : st.tensors) d.optimizer.emplace_back(kStrategyPrefix + name, t);
-  d.state["strategy"] = {{"name", strategy.name()}, {"values", st.values}};
+std::string per_rank_file(int rank) {
+  return detail::str("strategy.rank", rank);
 }
 
-// Takes the strategy's tensors out of `optimizer` and restores them with its values.
-void restore_strategy(parallel::Strategy& strategy, const nlohmann::json& state,
-                      ckpt::NamedTensors& optimizer) {
+void capture_strategy(const std::string& name, const StrategySnapshot& snap,
+                      ckpt::CheckpointData& d) {
+  const parallel::StrategyState& st = snap.state;
+  if (st.per_rank) {
+    for (size_t r = 0; r < snap.per_rank.size(); ++r)
+      d.extra[per_rank_file(int(r))] = snap.per_rank[r];
+  } else {
+    for (auto& [tensor, t] : st.tensors) d.optimizer.emplace_back(kStrategyPrefix + tensor, t);
+  }
+  d.state["strategy"] = {{"name", name},
+                         {"values", st.values},
+                         {"per_rank", st.per_rank},
+                         {"ranks", snap.per_rank.size()}};
+}
+
+// Takes the strategy's tensors out of `optimizer` (or, per-rank, this rank's file) with its
+// values: what load_state gets once the model and optimizer are restored (a strategy may
+// overwrite them with its own rank's). Nothing for a checkpoint of another strategy.
+std::optional<parallel::StrategyState> take_strategy_state(const parallel::Strategy& strategy,
+                                                           const ckpt::CheckpointData& d,
+                                                           ckpt::NamedTensors& optimizer, int rank,
+                                                           int world) {
+  const nlohmann::json& state = d.state;
   parallel::StrategyState st;
   std::string prefix = kStrategyPrefix;
   ckpt::NamedTensors rest;
@@ -45,10 +60,69 @@ void restore_strategy(parallel::Strategy& strategy, const nlohmann::json& state,
   }
   optimizer = std::move(rest);
   // A checkpoint from another strategy (or from before strategies) restores nothing.
-  if (!state.contains("strategy") || state["strategy"].value("name", "") != strategy.name()) return;
-  st.values = state["strategy"].at("values");
-  strategy.load_state(st);
+  if (!state.contains("strategy") || state["strategy"].value("name", "") != strategy.name())
+    return std::nullopt;
+  const nlohmann::json& saved = state["strategy"];
+  if (saved.value("per_rank", false)) {
+    const int ranks = saved.value("ranks", 0);
+    COHORT_CHECK_ARG(ranks == world, "the checkpoint holds per-rank state of strategy '",
+                     strategy.name(), "' for ", ranks, " rank(s), this run has ", world,
+                     "; resume with ", ranks, " worker(s)");
+    auto it = d.extra.find(per_rank_file(rank));
+    COHORT_CHECK_IO(it != d.extra.end(), "the checkpoint lists no ", per_rank_file(rank),
+                    ".safetensors for rank ", rank);
+    st.tensors = it->second;
+    st.per_rank = true;
+  }
+  st.values = saved.at("values");
+  return st;
 }
+
+// Every rank's per-rank tensors to rank 0, in the checkpoint's own encoding: a size, then the
+// bytes, per rank (the deadline is the group's).
+std::vector<NamedTensors> gather_to_chief(Trainer::State& s, const NamedTensors& mine) {
+  if (!s.world->distributed()) return {mine};
+  comm::ProcessGroup& g = *s.world->group;
+  constexpr uint32_t kTag = 0xc4e0;
+  if (g.rank() != 0) {
+    const std::vector<uint8_t> bytes = ckpt::encode_safetensors(mine, per_rank_file(g.rank()));
+    int64_t size = int64_t(bytes.size());
+    g.send({.buffer = &size, .count = 1, .dtype = comm::DType::i64, .peer = 0, .tag = kTag});
+    g.send({.buffer = bytes.data(),
+            .count = bytes.size(),
+            .dtype = comm::DType::u8,
+            .peer = 0,
+            .tag = kTag});
+    return {};
+  }
+  std::vector<NamedTensors> all{mine};
+  for (int r = 1; r < g.size(); ++r) {
+    int64_t size = 0;
+    g.recv({.buffer = &size, .count = 1, .dtype = comm::DType::i64, .peer = r, .tag = kTag});
+    COHORT_CHECK_IO(size >= 0 && size < (int64_t{1} << 40), "checkpoint: rank ", r, " announced ",
+                    size, " bytes of per-rank strategy state");
+    std::vector<uint8_t> bytes(static_cast<size_t>(size));
+    g.recv({.buffer = bytes.data(),
+            .count = bytes.size(),
+            .dtype = comm::DType::u8,
+            .peer = r,
+            .tag = kTag});
+    all.push_back(
+        ckpt::parse_safetensors(bytes, per_rank_file(r) + " from rank " + std::to_string(r)));
+  }
+  return all;
+}
+
+}  // namespace
+
+StrategySnapshot snapshot_strategy(Trainer::State& s) {
+  StrategySnapshot snap;
+  snap.state = s.strategy->state();
+  if (snap.state.per_rank) snap.per_rank = gather_to_chief(s, snap.state.tensors);
+  return snap;
+}
+
+namespace {
 
 std::string step_dir(const std::string& dir, int64_t step) {
   char name[32];
@@ -123,7 +197,8 @@ nn::StateDict checkpoint_model_state(const ckpt::CheckpointData& d) {
   return model;
 }
 
-ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosition& pos) {
+ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosition& pos,
+                                        const StrategySnapshot& strategy) {
   ckpt::CheckpointData d;
   d.step = s.step;
   d.model = to_named(s.model->state_dict());
@@ -139,7 +214,7 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                            {"world_size", s.world->size},
                            {"resume_keys", resume_keys(s.cfg)},
                            {"config", s.cfg.to_toml()}};
-  capture_strategy(*s.strategy, d);
+  capture_strategy(s.strategy->name(), strategy, d);
   return d;
 }
 
@@ -149,11 +224,13 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
     check_same_run(s, d);
     s.model->load_state_dict(checkpoint_model_state(d));
     ckpt::NamedTensors optimizer = d.optimizer;
-    restore_strategy(*s.strategy, j, optimizer);
+    const std::optional<parallel::StrategyState> strategy =
+        take_strategy_state(*s.strategy, d, optimizer, s.world->rank, s.world->size);
     optim::OptimizerState os;
     os.tensors = to_map(optimizer);
     os.scalars = j.at("optimizer_scalars").get<std::map<std::string, double>>();
     s.opt->import_state(os);
+    if (strategy) s.strategy->load_state(*strategy);
     s.step = j.at("step").get<int64_t>();
     s.samples = j.at("samples").get<int64_t>();
     s.train_seconds = j.at("train_seconds").get<double>();

@@ -13,17 +13,29 @@
 //                          running loss average, world size, and the config the run used.
 //                          (Older checkpoints also hold "dropout_counters" here: see
 //                          checkpoint_model_state.)
+//   strategy.rank<R>.safetensors  a strategy's per-rank state (StrategyState::per_rank: error-
+//                          feedback residuals, a gossip worker's own parameters), one file per
+//                          rank, sent to rank 0 when the checkpoint is taken
 // Only rank 0 writes (parameters and optimizer state are identical on every rank); every rank
-// reads the same directory on resume.
+// reads the same directory on resume, and its own strategy.rank<R> file.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cohort/ckpt/checkpoint.h"
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {
 
-ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosition& pos);
+// The strategy's state to checkpoint: on rank 0, with every rank's tensors when it is
+// per-rank (gathered over the group: collective, every rank calls it at the same steps).
+struct StrategySnapshot {
+  parallel::StrategyState state;
+  std::vector<NamedTensors> per_rank;  // by rank, on rank 0; empty unless state.per_rank
+};
+StrategySnapshot snapshot_strategy(Trainer::State& s);
+ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosition& pos,
+                                        const StrategySnapshot& strategy);
 // The model's state_dict a checkpoint holds: model.safetensors, plus the dropout counters of a
 // checkpoint written before they were module state (state.json "dropout_counters").
 nn::StateDict checkpoint_model_state(const ckpt::CheckpointData& d);

@@ -121,11 +121,14 @@ void Trainer::rejoin_at(int64_t step) {
 
 void Trainer::save_checkpoint() {
   State& s = *s_;
-  if (!s.world->is_chief() || !s.cfg.get_bool("ckpt.enabled")) return;
+  if (!s.cfg.get_bool("ckpt.enabled")) return;
   if (s.step == s.last_saved_step && s.pos == s.last_saved_pos) return;
-  s.ckpt->save(capture_checkpoint(s, s.pos));
+  // Every rank: a strategy with per-rank state sends it to rank 0 here.
+  const StrategySnapshot strategy = snapshot_strategy(s);
   s.last_saved_step = s.step;
   s.last_saved_pos = s.pos;
+  if (!s.world->is_chief()) return;
+  s.ckpt->save(capture_checkpoint(s, s.pos, strategy));
 }
 
 TrainSummary Trainer::run() {

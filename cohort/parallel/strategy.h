@@ -16,8 +16,8 @@
 //
 // Contract: every rank calls the same methods in the same order, and a strategy may communicate
 // in any of them except state() and load_state(): state() is called on rank 0 alone (it writes
-// the checkpoint), load_state() on every rank with rank 0's state. The default implementations
-// are those of single-process training.
+// the checkpoint, after prepare_checkpoint() on every rank), load_state() on every rank with
+// rank 0's state. The default implementations are those of single-process training.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -97,6 +97,10 @@ class Strategy {
   // summary record. None by default.
   virtual nlohmann::json take_interval_metrics() { return nlohmann::json::object(); }
   virtual nlohmann::json summary_metrics() const { return nlohmann::json::object(); }
+  // Collective, on every rank, before rank 0 calls state() for a checkpoint: a strategy whose
+  // ranks hold different replicas between synchronizations (local SGD) makes them agree here,
+  // so that rank 0's model, optimizer state and state() describe every rank.
+  virtual void prepare_checkpoint() {}
   virtual StrategyState state() const { return {}; }
   // Restores what state() returned (InvalidArgument naming what does not fit). An empty state
   // (a checkpoint written by another strategy) leaves the strategy as constructed.

@@ -1,7 +1,8 @@
 #pragma once
 // The registry `parallel.strategy` selects from. Built in: "ddp" (the default; a job of one
-// process runs it as "none") and "none" (single-process training). A program adds its own
-// before the configuration is first read (examples/local_sgd_strategy.cpp):
+// process runs it as "none"), "none" (single-process training) and "local_sgd"
+// (local_sgd_strategy.h; the trainer adds "ps", which lives above parallel/). A program adds its
+// own before the configuration is first read (examples/local_sgd_strategy.cpp):
 //
 //   parallel::register_strategy({
 //       .name = "local_sgd_example",

@@ -27,12 +27,9 @@
 
 namespace cohort::train {
 
-// The strategy's state to checkpoint: on rank 0, with every rank's tensors when it is
-// per-rank (gathered over the group: collective, every rank calls it at the same steps).
-struct StrategySnapshot {
-  parallel::StrategyState state;
-  std::vector<NamedTensors> per_rank;  // by rank, on rank 0; empty unless state.per_rank
-};
+// The strategy's state to checkpoint (StrategySnapshot, trainer_state.h): on rank 0, with
+// every rank's tensors when it is per-rank (gathered over the group: collective, every rank
+// calls it at the same steps).
 StrategySnapshot snapshot_strategy(Trainer::State& s);
 ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosition& pos,
                                         const StrategySnapshot& strategy);

@@ -61,6 +61,10 @@ class Trainer {
                   double data_s, Progress& p);
   void start_run();
   void rejoin_at(int64_t step);  // trainer_run.cc
+  // Every rank: whether this position still needs a checkpoint; if so the strategy makes the
+  // ranks agree (collective). Then rank 0 writes it. save_checkpoint does both.
+  bool prepare_checkpoint();
+  void write_checkpoint();
   void save_checkpoint();
   void run_epochs(Progress& p);
   void run_text(Progress& p);

@@ -119,16 +119,26 @@ void Trainer::rejoin_at(int64_t step) {
               s.world->rank, long(step), long(s.pos.epoch), long(s.pos.batch_in_epoch));
 }
 
-void Trainer::save_checkpoint() {
+bool Trainer::prepare_checkpoint() {
   State& s = *s_;
-  if (!s.cfg.get_bool("ckpt.enabled")) return;
-  if (s.step == s.last_saved_step && s.pos == s.last_saved_pos) return;
+  if (!s.cfg.get_bool("ckpt.enabled")) return false;
+  if (s.step == s.last_saved_step && s.pos == s.last_saved_pos) return false;
+  s.strategy->prepare_checkpoint();  // collective: every rank decided alike
   // Every rank: a strategy with per-rank state sends it to rank 0 here.
-  const StrategySnapshot strategy = snapshot_strategy(s);
+  s.pending_strategy = snapshot_strategy(s);
   s.last_saved_step = s.step;
   s.last_saved_pos = s.pos;
-  if (!s.world->is_chief()) return;
-  s.ckpt->save(capture_checkpoint(s, s.pos, strategy));
+  return true;
+}
+
+void Trainer::write_checkpoint() {
+  State& s = *s_;
+  if (s.world->is_chief()) s.ckpt->save(capture_checkpoint(s, s.pos, s.pending_strategy));
+  s.pending_strategy = {};
+}
+
+void Trainer::save_checkpoint() {
+  if (prepare_checkpoint()) write_checkpoint();
 }
 
 TrainSummary Trainer::run() {
@@ -156,11 +166,12 @@ TrainSummary Trainer::run() {
   if (s.last_eval.samples == 0) {  // resumed with no step left: still report a real evaluation
     s.last_eval = evaluate();
   }
-  // Everyone is done with collectives; rank 0 may host the store, so the others must not need
-  // it after this. Then rank 0 alone writes the final checkpoint, however long that takes:
-  // nobody waits for it under a collective deadline.
+  // Everyone is done with collectives (the strategy's for the final checkpoint included); rank 0
+  // may host the store, so the others must not need it after this. Then rank 0 alone writes the
+  // final checkpoint, however long that takes: nobody waits for it under a collective deadline.
+  bool final_checkpoint = prepare_checkpoint();
   if (s.world->distributed()) s.world->group->barrier();
-  save_checkpoint();
+  if (final_checkpoint) write_checkpoint();
   if (s.ckpt) s.ckpt->wait();
   return finish_summary();
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cohort/ckpt/checkpoint.h"
 #include "cohort/optim/schedule.h"
@@ -16,6 +17,13 @@
 namespace cohort::train {
 
 using Clock = std::chrono::steady_clock;
+
+// A strategy's state for the checkpoint being taken: on rank 0, every rank's tensors when it
+// is per-rank (checkpointing.h, snapshot_strategy).
+struct StrategySnapshot {
+  parallel::StrategyState state;
+  std::vector<NamedTensors> per_rank;  // by rank, on rank 0; empty unless state.per_rank
+};
 
 // Where the loop stands when a checkpoint is taken or restored.
 struct LoopPosition {
@@ -50,6 +58,7 @@ struct Trainer::State {
   Clock::time_point start;
 
   int64_t last_saved_step = -1;
+  StrategySnapshot pending_strategy;  // prepare_checkpoint -> write_checkpoint
   LoopPosition last_saved_pos;  // a step's checkpoint is rewritten when the epoch ends after it
   int64_t start_step = 0;       // step the run resumed from (0: fresh)
   LoopPosition resume_pos;      // where this run starts (a checkpoint's position, or 0/0)

@@ -403,7 +403,9 @@ TEST(PsTrain, AspWithASlowedWorkerFinishesEveryWorkersStepsAndLearns) {
     nlohmann::json server =
         cohort::testing::last_record(d / name / "metrics.server0.jsonl", "server_summary");
     EXPECT_EQ(server["updates"], 40) << server.dump();
-    EXPECT_GT(server["staleness_max"].get<int>(), 0) << server.dump();
+    // Reported; not asserted > 0: on a loaded machine one worker may finish before the other
+    // starts, and then no push is stale (server_test's ASP case checks the value exactly).
+    EXPECT_GE(server["staleness_max"].get<int>(), 0) << server.dump();
     // The loss falls: the first logged step's against the evaluation after training.
     std::ifstream in(metrics_of(d / name, 0));
     std::string line;

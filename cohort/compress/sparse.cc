@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <functional>
 
 #include "cohort/core/error.h"
 #include "cohort/core/rng.h"
@@ -29,16 +29,27 @@ std::vector<uint32_t> select_top_k(std::span<const float> v, size_t k) {
   COHORT_CHECK_ARG(k <= v.size(), "select_top_k: k = ", k, " > ", v.size(), " elements");
   COHORT_CHECK_ARG(v.size() <= UINT32_MAX, "select_top_k: ", v.size(),
                    " elements do not fit 32-bit indices");
-  std::vector<uint32_t> idx(v.size());
-  std::iota(idx.begin(), idx.end(), 0u);
-  // A strict total order (magnitude descending, then index ascending): the k first are unique.
-  auto before = [&](uint32_t a, uint32_t b) {
-    float ma = magnitude(v[a]), mb = magnitude(v[b]);
-    return ma != mb ? ma > mb : a < b;
-  };
-  if (k < idx.size()) std::nth_element(idx.begin(), idx.begin() + ptrdiff_t(k), idx.end(), before);
-  idx.resize(k);
-  std::sort(idx.begin(), idx.end());
+  if (k == 0) return {};
+  std::vector<float> mags(v.size());
+  for (size_t i = 0; i < v.size(); ++i) mags[i] = magnitude(v[i]);
+  // The k-th largest magnitude; then everything above it, and as many equal to it as fit, in
+  // index order: the first k of the order (magnitude descending, index ascending).
+  std::vector<float> work = mags;
+  std::nth_element(work.begin(), work.begin() + ptrdiff_t(k - 1), work.end(), std::greater<>());
+  const float threshold = work[k - 1];
+  size_t above = 0;
+  for (float m : mags) above += m > threshold;
+  size_t equal_left = k - above;
+  std::vector<uint32_t> idx;
+  idx.reserve(k);
+  for (size_t i = 0; i < mags.size(); ++i) {
+    bool take = mags[i] > threshold;
+    if (!take && mags[i] == threshold && equal_left > 0) {
+      take = true;
+      --equal_left;
+    }
+    if (take) idx.push_back(uint32_t(i));
+  }
   return idx;
 }
 

@@ -112,6 +112,25 @@ TEST(TopK, TiesGoToTheLowerIndex) {
   EXPECT_EQ(select_top_k(std::vector<float>{0, 0, 0}, 3), (std::vector<uint32_t>{0, 1, 2}));
 }
 
+// Against the definition (sort by magnitude descending, then index), on values with many ties.
+TEST(TopK, MatchesASortedReferenceWithManyTies) {
+  Philox rng(4);
+  for (size_t n : {1u, 7u, 64u, 1000u}) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = float(int(rng.uniform(i) * 9.0f) - 4);  // -4 .. 4
+    for (size_t k : {size_t(1), n / 3, n}) {
+      if (k == 0) continue;
+      std::vector<uint32_t> order(n);
+      for (size_t i = 0; i < n; ++i) order[i] = uint32_t(i);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint32_t a, uint32_t b) { return std::fabs(v[a]) > std::fabs(v[b]); });
+      std::vector<uint32_t> want(order.begin(), order.begin() + ptrdiff_t(k));
+      std::sort(want.begin(), want.end());
+      ASSERT_EQ(select_top_k(v, k), want) << "n " << n << " k " << k;
+    }
+  }
+}
+
 TEST(RandomK, PicksKDistinctIndicesFromTheSeedAndRoundAlone) {
   auto a = select_random_k(1000, 100, 42, 7);
   ASSERT_EQ(a.size(), 100u);

@@ -45,6 +45,10 @@ class CommHook {
   // State kept across steps, saved with checkpoints (from rank 0, see StrategyState).
   virtual StrategyState state() const { return {}; }
   virtual void load_state(const StrategyState& state) {}
+  // Metrics of its own (compression: bytes, ratio, encode/decode time), merged into the step
+  // records (over the steps since the last call) and the summary (over the run).
+  virtual nlohmann::json take_interval_metrics() { return nlohmann::json::object(); }
+  virtual nlohmann::json summary_metrics() const { return nlohmann::json::object(); }
 };
 
 // The default: allreduce with ReduceOp::avg, in place.

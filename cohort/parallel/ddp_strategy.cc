@@ -2,10 +2,54 @@
 #include "cohort/parallel/ddp_strategy.h"
 
 #include "cohort/core/logging.h"
+#include "cohort/core/rng.h"
 #include "cohort/parallel/builtin_strategies.h"
+#include "cohort/parallel/compression_hook.h"
 
 namespace cohort::parallel {
 namespace {
+
+void add_compression_keys(ConfigRegistry& r) {
+  r.add({"ddp.compression", ConfigType::kString, std::string("none"),
+         "Gradient compression (docs/compression.md): none, fp16 or bf16 (cast, allreduce, cast "
+         "back), topk or randomk (k = ddp.topk_ratio of each bucket, with error feedback).",
+         "", compress::method_names()});
+  r.add({"ddp.topk_ratio",
+         ConfigType::kFloat,
+         0.01,
+         "topk, randomk: the share of each bucket's gradients sent per step, in (0, 1].",
+         "",
+         {},
+         0.0,
+         1.0});
+  r.add({"ddp.error_feedback", ConfigType::kBool, true,
+         "topk, randomk: keep what was not sent and add it to the next step's gradient "
+         "(per-rank state: checkpoints are refused, set ckpt.enabled = false)."});
+  r.add({"ddp.sparse_exchange",
+         ConfigType::kString,
+         std::string("auto"),
+         "topk: how the (index, value) pairs travel: sparse (allgather), dense (scattered into "
+         "zeros, allreduce), or auto (sparse when 2 * k * world < bucket numel).",
+         "",
+         {"auto", "sparse", "dense"}});
+}
+
+SparseExchange parse_exchange(const std::string& s) {
+  if (s == "sparse") return SparseExchange::kSparse;
+  if (s == "dense") return SparseExchange::kDense;
+  COHORT_CHECK_ARG(s == "auto", "ddp.sparse_exchange = \"", s,
+                   "\" is not one of auto, sparse, dense");
+  return SparseExchange::kAuto;
+}
+
+// Checkpoints hold rank 0's state only: refuse at the start, not at the first save.
+void check_checkpointable(const Config& cfg, const CompressionHook& hook) {
+  if (!hook.keeps_residuals() || cfg.registry().find("ckpt.enabled") == nullptr) return;
+  COHORT_CHECK_ARG(!cfg.get_bool("ckpt.enabled"), "ddp.compression = \"", hook.name(),
+                   "\" with ddp.error_feedback = true keeps residuals that differ between ranks, "
+                   "which checkpoints cannot hold yet: set ckpt.enabled = false (or "
+                   "ddp.error_feedback = false)");
+}
 
 void add_ddp_keys(ConfigRegistry& r) {
   r.add({"ddp.bucket_mb",
@@ -35,6 +79,7 @@ void add_ddp_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  add_compression_keys(r);
 }
 
 }  // namespace
@@ -47,6 +92,20 @@ DdpOptions ddp_options_from(const Config& cfg) {
   o.check_every = cfg.get_int("ddp.check_every");
   o.gradient_as_bucket_view = cfg.get_bool("ddp.gradient_as_bucket_view");
   return o;
+}
+
+std::optional<CompressionOptions> compression_options_from(const Config& cfg) {
+  auto method = compress::parse_method(cfg.get_string("ddp.compression"), "ddp.compression");
+  if (method == compress::Method::kNone) return std::nullopt;
+  double ratio = cfg.get_float("ddp.topk_ratio");
+  COHORT_CHECK_ARG(ratio > 0 && ratio <= 1, "ddp.topk_ratio = ", ratio, " is outside (0, 1]");
+  uint64_t seed = 0x636f686f7274;  // ranks share it; run.seed when the trainer declares it
+  if (cfg.registry().find("run.seed") != nullptr) seed = uint64_t(cfg.get_int("run.seed"));
+  return CompressionOptions{.method = method,
+                            .topk_ratio = ratio,
+                            .error_feedback = cfg.get_bool("ddp.error_feedback"),
+                            .exchange = parse_exchange(cfg.get_string("ddp.sparse_exchange")),
+                            .seed = derive_seed(seed, "ddp.randomk")};
 }
 
 DdpStrategy::DdpStrategy(const StrategyContext& ctx, DdpOptions options)
@@ -67,6 +126,14 @@ StrategyStats DdpStrategy::last_stats() const {
           .exposed_s = d.exposed_s,
           .bytes_sent = d.bytes_sent,
           .bytes_received = d.bytes_received};
+}
+
+nlohmann::json DdpStrategy::take_interval_metrics() {
+  return ddp_.comm_hook().take_interval_metrics();
+}
+
+nlohmann::json DdpStrategy::summary_metrics() const {
+  return ddp_.comm_hook().summary_metrics();
 }
 
 StrategyState DdpStrategy::state() const {
@@ -95,7 +162,15 @@ StrategyRegistration ddp_strategy_registration() {
           .add_keys = add_ddp_keys,
           .make = [](const StrategyContext& ctx) -> std::unique_ptr<Strategy> {
             if (ctx.group == nullptr) return make_none_strategy(ctx);  // a job of one
-            return std::make_unique<DdpStrategy>(ctx, ddp_options_from(ctx.config));
+            auto compression = compression_options_from(ctx.config);
+            std::shared_ptr<CompressionHook> hook;
+            if (compression) {
+              hook = std::make_shared<CompressionHook>(*compression);
+              check_checkpointable(ctx.config, *hook);
+            }
+            auto s = std::make_unique<DdpStrategy>(ctx, ddp_options_from(ctx.config));
+            if (hook) s->ddp().register_comm_hook(hook);
+            return s;
           }};
 }
 

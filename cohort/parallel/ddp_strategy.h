@@ -2,6 +2,9 @@
 // The "ddp" strategy (strategy.h): DDP (ddp.h) behind the Strategy seam. Gradient accumulation
 // runs the micro-batches before the last under no_sync; the last one's backward averages the
 // accumulated sum. Its keys are the [ddp] section (docs/config.md).
+#include <optional>
+
+#include "cohort/parallel/compression_hook.h"
 #include "cohort/parallel/ddp.h"
 #include "cohort/parallel/strategy.h"
 
@@ -9,6 +12,9 @@ namespace cohort::parallel {
 
 // DdpOptions from the [ddp] keys of `cfg`.
 DdpOptions ddp_options_from(const Config& cfg);
+// The compression hook's options from ddp.compression and its knobs; nullopt for "none".
+// InvalidArgument naming the key for a value out of range.
+std::optional<CompressionOptions> compression_options_from(const Config& cfg);
 
 class DdpStrategy : public Strategy {
  public:
@@ -18,6 +24,9 @@ class DdpStrategy : public Strategy {
   Tensor forward(const Tensor& x) override { return ddp_(x); }
   void backward(const Tensor& loss, bool sync) override;
   StrategyStats last_stats() const override;
+  // The comm hook's metrics (compression: compress_ratio, compress_encode_ms, ...).
+  nlohmann::json take_interval_metrics() override;
+  nlohmann::json summary_metrics() const override;
   // The comm hook's state, tagged with its name (a checkpoint of another hook restores
   // nothing into this one).
   StrategyState state() const override;

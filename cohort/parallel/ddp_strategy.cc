@@ -24,7 +24,8 @@ void add_compression_keys(ConfigRegistry& r) {
          1.0});
   r.add({"ddp.error_feedback", ConfigType::kBool, true,
          "topk, randomk: keep what was not sent and add it to the next step's gradient "
-         "(per-rank state: checkpoints are refused, set ckpt.enabled = false)."});
+         "(per-rank state: each rank's residuals go into its strategy.rank<R> checkpoint "
+         "file, so resume stays exact with the same number of workers)."});
   r.add({"ddp.sparse_exchange",
          ConfigType::kString,
          std::string("auto"),
@@ -40,15 +41,6 @@ SparseExchange parse_exchange(const std::string& s) {
   COHORT_CHECK_ARG(s == "auto", "ddp.sparse_exchange = \"", s,
                    "\" is not one of auto, sparse, dense");
   return SparseExchange::kAuto;
-}
-
-// Checkpoints hold rank 0's state only: refuse at the start, not at the first save.
-void check_checkpointable(const Config& cfg, const CompressionHook& hook) {
-  if (!hook.keeps_residuals() || cfg.registry().find("ckpt.enabled") == nullptr) return;
-  COHORT_CHECK_ARG(!cfg.get_bool("ckpt.enabled"), "ddp.compression = \"", hook.name(),
-                   "\" with ddp.error_feedback = true keeps residuals that differ between ranks, "
-                   "which checkpoints cannot hold yet: set ckpt.enabled = false (or "
-                   "ddp.error_feedback = false)");
 }
 
 void add_ddp_keys(ConfigRegistry& r) {
@@ -166,7 +158,6 @@ StrategyRegistration ddp_strategy_registration() {
             std::shared_ptr<CompressionHook> hook;
             if (compression) {
               hook = std::make_shared<CompressionHook>(*compression);
-              check_checkpointable(ctx.config, *hook);
             }
             auto s = std::make_unique<DdpStrategy>(ctx, ddp_options_from(ctx.config));
             if (hook) s->ddp().register_comm_hook(hook);

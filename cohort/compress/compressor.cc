@@ -2,12 +2,13 @@
 #include "cohort/compress/compressor.h"
 
 #include "cohort/compress/codecs.h"
+#include "cohort/compress/quantize.h"
 #include "cohort/core/error.h"
 
 namespace cohort::compress {
 
 namespace {
-constexpr const char* kNames[] = {"none", "fp16", "bf16", "topk", "randomk"};
+constexpr const char* kNames[] = {"none", "fp16", "bf16", "topk", "randomk", "signsgd", "qsgd"};
 }
 
 const char* method_name(Method m) {
@@ -26,7 +27,7 @@ Method parse_method(const std::string& name, const std::string& key) {
   }
   throw InvalidArgument(detail::str(key, " = \"", name,
                                     "\" is not a compression method; choose one of none, fp16, "
-                                    "bf16, topk, randomk"));
+                                    "bf16, topk, randomk, signsgd, qsgd"));
 }
 
 void Residual::accumulate(std::span<const float> grad) {
@@ -64,6 +65,10 @@ std::unique_ptr<Compressor> make_compressor(const CompressorOptions& o) {
       return std::make_unique<TopKCompressor>(o.ratio);
     case Method::kRandomK:
       return std::make_unique<RandomKCompressor>(o.ratio, o.seed);
+    case Method::kSign:
+      return std::make_unique<SignCompressor>();
+    case Method::kQsgd:
+      return std::make_unique<QsgdCompressor>(o.levels, o.seed);
     case Method::kNone:
       break;
   }

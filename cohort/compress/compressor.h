@@ -33,9 +33,9 @@
 
 namespace cohort::compress {
 
-enum class Method : uint8_t { kNone, kFp16, kBf16, kTopK, kRandomK };
+enum class Method : uint8_t { kNone, kFp16, kBf16, kTopK, kRandomK, kSign, kQsgd };
 
-// "none", "fp16", "bf16", "topk", "randomk".
+// "none", "fp16", "bf16", "topk", "randomk", "signsgd", "qsgd".
 const char* method_name(Method m);
 // The inverse; InvalidArgument naming `key` (the config key it came from) and the choices.
 Method parse_method(const std::string& name, const std::string& key);
@@ -47,7 +47,8 @@ enum class Combine : uint8_t { kSum, kGather };
 struct CompressorOptions {
   Method method = Method::kNone;
   double ratio = 0.01;  // top-k, random-k: k = max(1, round(ratio * numel)), ratio in (0, 1]
-  uint64_t seed = 0;    // random-k: the same on every rank
+  uint64_t seed = 0;    // random-k: the same on every rank; qsgd: its rounding draws
+  int levels = 8;       // qsgd: s, in [1, 127]
 };
 
 struct CodecContext {

@@ -40,10 +40,13 @@ struct CompressionHook::BucketState {
 
 CompressionHook::CompressionHook(CompressionOptions options)
     : options_(options),
-      codec_(compress::make_compressor(
-          {.method = options.method, .ratio = options.topk_ratio, .seed = options.seed})),
+      codec_(compress::make_compressor({.method = options.method,
+                                        .ratio = options.topk_ratio,
+                                        .seed = options.seed,
+                                        .levels = options.qsgd_levels})),
       error_feedback_(options.error_feedback && (options.method == compress::Method::kTopK ||
-                                                 options.method == compress::Method::kRandomK)) {}
+                                                 options.method == compress::Method::kRandomK ||
+                                                 options.method == compress::Method::kSign)) {}
 
 CompressionHook::~CompressionHook() = default;
 
@@ -93,6 +96,8 @@ void CompressionHook::stash_residuals() {
 bool CompressionHook::sparse_path(size_t numel, int world) const {
   if (options_.exchange != SparseExchange::kAuto)
     return options_.exchange == SparseExchange::kSparse;
+  if (options_.method != compress::Method::kTopK)  // signsgd, qsgd: gather unless bigger
+    return codec_->message_bytes(numel) * size_t(world) < numel * sizeof(float);
   return 2 * compress::sparse_k(numel, options_.topk_ratio) * size_t(world) < numel;
 }
 

@@ -33,9 +33,10 @@ enum class SparseExchange : uint8_t { kAuto, kSparse, kDense };
 struct CompressionOptions {
   compress::Method method = compress::Method::kFp16;
   double topk_ratio = 0.01;    // topk, randomk: k = max(1, round(ratio * bucket numel))
-  bool error_feedback = true;  // topk, randomk
+  bool error_feedback = true;  // topk, randomk, signsgd
   SparseExchange exchange = SparseExchange::kAuto;  // topk
-  uint64_t seed = 0;                                // randomk: the same on every rank
+  uint64_t seed = 0;    // randomk: the same on every rank; qsgd: its rounding draws
+  int qsgd_levels = 8;  // qsgd: s levels, in [1, 127]
 };
 
 class CompressionHook : public CommHook {

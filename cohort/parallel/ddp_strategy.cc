@@ -12,7 +12,9 @@ namespace {
 void add_compression_keys(ConfigRegistry& r) {
   r.add({"ddp.compression", ConfigType::kString, std::string("none"),
          "Gradient compression (docs/compression.md): none, fp16 or bf16 (cast, allreduce, cast "
-         "back), topk or randomk (k = ddp.topk_ratio of each bucket, with error feedback).",
+         "back), topk or randomk (k = ddp.topk_ratio of each bucket, with error feedback), "
+         "signsgd (EF-signSGD: one bit per value and a scale), qsgd (ddp.qsgd_levels levels, "
+         "stochastic rounding).",
          "", compress::method_names()});
   r.add({"ddp.topk_ratio",
          ConfigType::kFloat,
@@ -22,8 +24,16 @@ void add_compression_keys(ConfigRegistry& r) {
          {},
          0.0,
          1.0});
+  r.add({"ddp.qsgd_levels",
+         ConfigType::kInt,
+         int64_t(8),
+         "qsgd: the quantization levels s of |x_i| / |x|_2 (each value travels as a byte).",
+         "",
+         {},
+         1.0,
+         127.0});
   r.add({"ddp.error_feedback", ConfigType::kBool, true,
-         "topk, randomk: keep what was not sent and add it to the next step's gradient "
+         "topk, randomk, signsgd: keep what was not sent and add it to the next step's gradient "
          "(per-rank state: each rank's residuals go into its strategy.rank<R> checkpoint "
          "file, so resume stays exact with the same number of workers)."});
   r.add({"ddp.sparse_exchange",
@@ -97,7 +107,8 @@ std::optional<CompressionOptions> compression_options_from(const Config& cfg) {
                             .topk_ratio = ratio,
                             .error_feedback = cfg.get_bool("ddp.error_feedback"),
                             .exchange = parse_exchange(cfg.get_string("ddp.sparse_exchange")),
-                            .seed = derive_seed(seed, "ddp.randomk")};
+                            .seed = derive_seed(seed, "ddp.randomk"),
+                            .qsgd_levels = int(cfg.get_int("ddp.qsgd_levels"))};
 }
 
 DdpStrategy::DdpStrategy(const StrategyContext& ctx, DdpOptions options)

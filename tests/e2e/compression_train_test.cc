@@ -76,7 +76,9 @@ TEST(Compression, RandomKDenseTopKAndBf16Train) {
   for (auto [method, extra] :
        {std::pair<std::string, std::string>{"randomk", " --set ddp.topk_ratio=0.1"},
         {"topk", " --set ddp.sparse_exchange=dense"},
-        {"bf16", ""}}) {
+        {"bf16", ""},
+        {"signsgd", " --set optim.momentum=0"},
+        {"qsgd", " --set ddp.qsgd_levels=16"}}) {
     nlohmann::json s = train(method, extra + " --set ckpt.enabled=false");
     ASSERT_FALSE(s.is_null()) << method;
     EXPECT_GT(s["eval_accuracy"].get<double>(), 0.9) << method << extra;
@@ -139,7 +141,7 @@ TEST(Compression, TopKWithErrorFeedbackResumesExactly) {
 
 TEST(Compression, WhatCannotWorkIsRefusedNamingTheKey) {
   fs::path d = cohort::testing::fresh_dir("cohort_compress_e2e_", "errors");
-  CliResult r = run_cli(job(d, "a") + " --set ddp.compression=qsgd");
+  CliResult r = run_cli(job(d, "a") + " --set ddp.compression=powersgd");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("ddp.compression"), std::string::npos) << r.output;
 }

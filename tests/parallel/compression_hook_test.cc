@@ -210,7 +210,7 @@ TEST(CompressionHook, DdpStrategyKeysChooseTheHook) {
   EXPECT_EQ(o->exchange, SparseExchange::kDense);
 
   EXPECT_NE(error_of([&] {
-              f.cfg.set_from_string("ddp.compression", "qsgd", "test");
+              f.cfg.set_from_string("ddp.compression", "powersgd", "test");
             }).find("ddp.compression"),
             std::string::npos);
   EXPECT_NE(error_of([&] {

@@ -1,5 +1,6 @@
 #include "cohort/compress/quantize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -59,32 +60,44 @@ QsgdCompressor::QsgdCompressor(int levels, uint64_t seed) : levels_(levels), see
                    " must be in [1, 127] (a level travels as a signed byte)");
 }
 
+// Chunk c of n values starts at byte c * (4 + kQsgdChunk): its norm, then its levels.
 void QsgdCompressor::encode_values(std::span<const float> in, std::span<uint8_t> message,
                                    const CodecContext& ctx, std::span<float> unsent) {
-  double sq = 0;
-  for (float x : in) sq += double(x) * double(x);
-  const float norm = float(std::sqrt(sq));
-  write_f32(message, ctx.scale * norm);
   const float s = float(levels_);
-  for (size_t i = 0; i < in.size(); ++i) {
-    const float r = norm > 0 ? std::fabs(in[i]) / norm * s : 0.0f;  // in [0, s]
-    float level = std::floor(r);
-    if (uniform(seed_, ctx.round, i) < r - level) level += 1;  // unbiased rounding
-    level = std::min(level, s);
-    const int8_t q = int8_t(std::signbit(in[i]) ? -level : level);
-    std::memcpy(&message[4 + i], &q, 1);
-    if (!unsent.empty()) unsent[i] = in[i] - norm * float(q) / s;
+  for (size_t begin = 0; begin < in.size(); begin += kQsgdChunk) {
+    const size_t end = std::min(in.size(), begin + kQsgdChunk);
+    uint8_t* chunk = message.data() + begin / kQsgdChunk * (4 + kQsgdChunk);
+    double sq = 0;
+    for (size_t i = begin; i < end; ++i) sq += double(in[i]) * double(in[i]);
+    const float norm = float(std::sqrt(sq));
+    const float scaled = ctx.scale * norm;
+    std::memcpy(chunk, &scaled, 4);
+    for (size_t i = begin; i < end; ++i) {
+      const float r = norm > 0 ? std::fabs(in[i]) / norm * s : 0.0f;  // in [0, s]
+      float level = std::floor(r);
+      if (uniform(seed_, ctx.round, i) < r - level) level += 1;  // unbiased rounding
+      level = std::min(level, s);
+      const int8_t q = int8_t(std::signbit(in[i]) ? -level : level);
+      std::memcpy(chunk + 4 + (i - begin), &q, 1);
+      if (!unsent.empty()) unsent[i] = in[i] - norm * float(q) / s;
+    }
   }
 }
 
 void QsgdCompressor::decode_add(std::span<const uint8_t> message, const CodecContext&,
                                 std::span<float> out) const {
   check_message(message.size(), out.size(), "decode");
-  const float unit = read_f32(message) / float(levels_);
-  for (size_t i = 0; i < out.size(); ++i) {
-    int8_t q;
-    std::memcpy(&q, &message[4 + i], 1);
-    out[i] += unit * float(q);
+  for (size_t begin = 0; begin < out.size(); begin += kQsgdChunk) {
+    const size_t end = std::min(out.size(), begin + kQsgdChunk);
+    const uint8_t* chunk = message.data() + begin / kQsgdChunk * (4 + kQsgdChunk);
+    float norm;
+    std::memcpy(&norm, chunk, 4);
+    const float unit = norm / float(levels_);
+    for (size_t i = begin; i < end; ++i) {
+      int8_t q;
+      std::memcpy(&q, chunk + 4 + (i - begin), 1);
+      out[i] += unit * float(q);
+    }
   }
 }
 

@@ -34,7 +34,7 @@ TEST(Qsgd, IsUnbiasedOverManyDrawsAndKeepsItsLevels) {
   auto c = make_compressor({.method = Method::kQsgd, .seed = 7, .levels = 4});
   const std::vector<float> g{0.3f, -0.1f, 0.05f, 0.0f, -0.9f, 0.2f};
   std::vector<uint8_t> msg(c->message_bytes(g.size()));
-  EXPECT_EQ(msg.size(), 4 + g.size());
+  EXPECT_EQ(msg.size(), 4 + g.size());  // one chunk: its norm, then a byte per value
   std::vector<double> mean(g.size(), 0.0);
   constexpr int kDraws = 20000;
   for (int round = 0; round < kDraws; ++round) {
@@ -52,6 +52,20 @@ TEST(Qsgd, IsUnbiasedOverManyDrawsAndKeepsItsLevels) {
   c->encode(g, msg, {.round = 3}, nullptr);
   EXPECT_EQ(int8_t(msg[4 + 4]), -4);
   EXPECT_EQ(int8_t(msg[4 + 3]), 0);
+}
+
+// Every chunk of kQsgdChunk values has its own norm: a large vector's small chunk is not
+// swamped by another chunk's large values.
+TEST(Qsgd, ChunksHaveTheirOwnNorms) {
+  auto c = make_compressor({.method = Method::kQsgd, .levels = 4});
+  std::vector<float> g(kQsgdChunk + 3, 1e-3f);
+  for (size_t i = 0; i < kQsgdChunk; ++i) g[i] = 100.0f;
+  std::vector<uint8_t> msg(c->message_bytes(g.size()));
+  EXPECT_EQ(msg.size(), g.size() + 8);
+  c->encode(g, msg, {}, nullptr);
+  std::vector<float> out(g.size(), 0.0f);
+  c->decode_add(msg, {}, out);
+  for (size_t i = kQsgdChunk; i < g.size(); ++i) EXPECT_NEAR(out[i], 1e-3f, 1e-3f) << i;
 }
 
 TEST(Qsgd, LevelsOutsideASignedByteAreRefused) {

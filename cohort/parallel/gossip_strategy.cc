@@ -171,9 +171,10 @@ void GossipStrategy::load_state(const StrategyState& state) {
   }
   for (auto& [name, p] : params_) {
     auto it = params.find(name);
-    COHORT_CHECK_ARG(it != params.end() && it->second.numel() == p.numel(),
-                     "gossip: the checkpoint's per-rank state has no parameter '", name, "' of ",
-                     p.numel(), " values");
+    COHORT_CHECK_ARG(
+        it != params.end() && it->second.numel() == p.numel() && it->second.dtype() == DType::f32,
+        "gossip: the checkpoint's per-rank state has no f32 parameter '", name, "' of ", p.numel(),
+        " values");
     std::memcpy(p.data<float>(), it->second.data<float>(), size_t(p.numel()) * sizeof(float));
   }
   optimizer_.import_state(opt);

@@ -97,39 +97,35 @@ std::map<int64_t, double> rank0_losses(const fs::path& metrics) {
   return out;
 }
 
+// Runs `args` uninterrupted ("full"), then stopped after the first epoch and resumed
+// ("part"); expects the resume from step 32 and rank 0's losses equal, step for step.
+void expect_exact_resume(const fs::path& d, const std::string& args) {
+  CliResult r = run_cli(job(d, "full") + args);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run_cli(job(d, "part") + args + " --set train.epochs=1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run_cli(job(d, "part") + args + " --resume auto");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from step 32"), std::string::npos) << r.output;
+  auto full = rank0_losses(d / "full" / "metrics.jsonl");
+  ASSERT_FALSE(full.empty());
+  EXPECT_EQ(rank0_losses(d / "part" / "metrics.jsonl"), full);
+}
+
 // fp16 keeps no state across steps: a run stopped after one epoch and resumed ends bit for bit
 // where the uninterrupted run does.
 TEST(Compression, Fp16ResumesExactly) {
   fs::path d = cohort::testing::fresh_dir("cohort_compress_e2e_", "resume");
-  std::string common = " --set ddp.compression=fp16 --set run.log_every=1";
-  CliResult r = run_cli(job(d, "full") + common);
-  ASSERT_EQ(r.status, 0) << r.output;
-  r = run_cli(job(d, "part") + common + " --set train.epochs=1");
-  ASSERT_EQ(r.status, 0) << r.output;
-  r = run_cli(job(d, "part") + common + " --resume auto");
-  ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from step 32"), std::string::npos) << r.output;
-  auto full = rank0_losses(d / "full" / "metrics.jsonl");
-  auto part = rank0_losses(d / "part" / "metrics.jsonl");
-  ASSERT_FALSE(full.empty());
-  EXPECT_EQ(part, full);
+  expect_exact_resume(d, " --set ddp.compression=fp16 --set run.log_every=1");
 }
 
 // Top-k's error-feedback residuals differ between ranks: each rank's go into its
 // strategy.rank<R> checkpoint file, so a resumed run continues bit for bit on both ranks.
 TEST(Compression, TopKWithErrorFeedbackResumesExactly) {
   fs::path d = cohort::testing::fresh_dir("cohort_compress_e2e_", "resume_topk");
-  std::string common =
-      " --set ddp.compression=topk --set ddp.topk_ratio=0.05"
-      " --set run.log_every=1 --set ckpt.async=false";
-  CliResult r = run_cli(job(d, "full") + common);
-  ASSERT_EQ(r.status, 0) << r.output;
-  r = run_cli(job(d, "part") + common + " --set train.epochs=1");
-  ASSERT_EQ(r.status, 0) << r.output;
-  r = run_cli(job(d, "part") + common + " --resume auto");
-  ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from step 32"), std::string::npos) << r.output;
-  EXPECT_EQ(rank0_losses(d / "part" / "metrics.jsonl"), rank0_losses(d / "full" / "metrics.jsonl"));
+  expect_exact_resume(d,
+                      " --set ddp.compression=topk --set ddp.topk_ratio=0.05"
+                      " --set run.log_every=1 --set ckpt.async=false");
   const fs::path a = cohort::testing::newest_checkpoint(d / "full");
   const fs::path b = cohort::testing::newest_checkpoint(d / "part");
   for (const char* f :

@@ -18,15 +18,14 @@
 #include "cohort/parallel/ddp.h"
 #include "cohort/parallel/ddp_strategy.h"
 #include "tests/parallel/ddp_test_util.h"
+#include "tests/parallel/hook_train_util.h"
 
 namespace cohort::parallel {
 namespace {
 
 using namespace testing;
 
-const std::vector<int64_t> kSizes = {12, 16, 8, 5};
-const DdpOptions kSmallBuckets{.bucket_bytes = 512, .first_bucket_bytes = 128};
-constexpr int kWorld = 2, kPerRank = 6, kSteps = 4;
+constexpr int kSteps = 4;
 
 // Averages by sum then division in a continuation (two steps, as compressing hooks run), and
 // counts buckets: state that survives a checkpoint. Records what it was handed.
@@ -65,27 +64,15 @@ class SumThenDivideHook : public CommHook {
 // Every rank's parameters after kSteps steps; `hook` (if any) made per rank.
 std::vector<std::vector<float>> train(const std::function<std::shared_ptr<CommHook>()>& hook,
                                       std::vector<std::shared_ptr<CommHook>>* hooks = nullptr) {
-  std::vector<std::vector<float>> out(kWorld);
   if (hooks) hooks->assign(kWorld, nullptr);
-  run_world(kWorld, [&](int r, PG pg) {
-    nn::MLP model(kSizes, {.seed = 7});
-    DDP ddp(model, pg, kSmallBuckets);
-    if (hook) {
-      auto h = hook();
-      ddp.register_comm_hook(h);
-      if (hooks) (*hooks)[size_t(r)] = h;
-    }
-    optim::SGD opt(model.named_parameters(), {.lr = 0.1});
-    for (int s = 0; s < kSteps; ++s) {
-      auto [x, y] = rows_of(make_batch(kWorld * kPerRank, 12, 5, 300 + uint64_t(s)), r * kPerRank,
-                            (r + 1) * kPerRank);
-      opt.zero_grad();
-      nn::cross_entropy(ddp(x), y).backward();
-      opt.step();
-    }
-    out[size_t(r)] = flat_params(model);
-  });
-  return out;
+  return train_with_hook(
+      [&](int r) -> std::shared_ptr<CommHook> {
+        if (!hook) return nullptr;
+        auto h = hook();
+        if (hooks) (*hooks)[size_t(r)] = h;
+        return h;
+      },
+      kSteps);
 }
 
 TEST(CommHook, ATwoStageHookTrainsBitIdenticallyToTheDefault) {

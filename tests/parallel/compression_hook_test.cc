@@ -14,16 +14,13 @@
 #include "cohort/parallel/ddp_strategy.h"
 #include "cohort/parallel/strategy_registry.h"
 #include "tests/parallel/ddp_test_util.h"
+#include "tests/parallel/hook_train_util.h"
 
 namespace cohort::parallel {
 namespace {
 
 using namespace testing;
 using compress::Method;
-
-const std::vector<int64_t> kSizes = {12, 16, 8, 5};
-const DdpOptions kSmallBuckets{.bucket_bytes = 512, .first_bucket_bytes = 128};
-constexpr int kWorld = 2, kPerRank = 6;
 
 // Every rank's gradients (concatenated) after one synced backward, with `options` (none: the
 // default averaging hook).
@@ -62,25 +59,14 @@ std::vector<float> local_grads(int r) {
 std::vector<std::vector<float>> train(
     CompressionOptions options, int steps,
     std::vector<std::shared_ptr<CompressionHook>>* hooks = nullptr) {
-  std::vector<std::vector<float>> out(kWorld);
   if (hooks) hooks->assign(kWorld, nullptr);
-  run_world(kWorld, [&](int r, PG pg) {
-    nn::MLP model(kSizes, {.seed = 7});
-    DDP ddp(model, pg, kSmallBuckets);
-    auto hook = std::make_shared<CompressionHook>(options);
-    ddp.register_comm_hook(hook);
-    if (hooks) (*hooks)[size_t(r)] = hook;
-    optim::SGD opt(model.named_parameters(), {.lr = 0.1});
-    for (int s = 0; s < steps; ++s) {
-      auto [x, y] = rows_of(make_batch(kWorld * kPerRank, 12, 5, 300 + uint64_t(s)), r * kPerRank,
-                            (r + 1) * kPerRank);
-      opt.zero_grad();
-      nn::cross_entropy(ddp(x), y).backward();
-      opt.step();
-    }
-    out[size_t(r)] = flat_params(model);
-  });
-  return out;
+  return train_with_hook(
+      [&](int r) {
+        auto hook = std::make_shared<CompressionHook>(options);
+        if (hooks) (*hooks)[size_t(r)] = hook;
+        return hook;
+      },
+      steps);
 }
 
 TEST(CompressionHook, HalfPrecisionAveragesWithinItsPrecision) {

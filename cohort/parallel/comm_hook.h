@@ -32,9 +32,10 @@ struct GradBucket {
   size_t num_buckets = 0;
   float* data = nullptr;  // the bucket's flat gradients; the result goes here
   size_t numel = 0;
-  std::vector<std::string> parameters;   // names, in their order inside `data`
-  std::vector<size_t> offsets;           // each parameter's first element in `data`
-  std::chrono::milliseconds timeout{0};  // per collective (DdpOptions::timeout; 0: group's)
+  std::vector<std::string> parameters;       // names, in their order inside `data`
+  std::vector<size_t> offsets;               // each parameter's first element in `data`
+  std::vector<std::vector<int64_t>> shapes;  // each parameter's shape (PowerSGD's matrices)
+  std::chrono::milliseconds timeout{0};      // per collective (DdpOptions::timeout; 0: group's)
 };
 
 class CommHook {

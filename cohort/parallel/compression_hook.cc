@@ -107,9 +107,9 @@ comm::Work CompressionHook::run(comm::ProcessGroup& g, const GradBucket& b) {
   compress::CodecContext ctx{.round = s.rounds++, .scale = 1.0f / float(g.size())};
   s.message.resize(codec_->message_bytes(b.numel));
   codec_->encode({b.data, b.numel}, s.message, ctx, error_feedback_ ? &s.residual : nullptr);
-  interval_.encode_s += seconds_since(t0);
-  interval_.raw_bytes += b.numel * sizeof(float);
-  if (b.index == 0) ++interval_.steps;
+  meter_.add_encode_seconds(seconds_since(t0));
+  meter_.add_raw_bytes(b.numel * sizeof(float));
+  if (b.index == 0) meter_.count_step();
   return exchange(g, b, s, ctx);
 }
 
@@ -122,12 +122,12 @@ comm::Work CompressionHook::exchange(comm::ProcessGroup& g, const GradBucket& b,
     size_t bytes = msg.size() / messages;
     for (size_t k = 0; k < messages; ++k)
       codec_->decode_add(msg.subspan(k * bytes, bytes), ctx, out);
-    add_decode_time(seconds_since(t));
+    meter_.add_decode_seconds(seconds_since(t));
     return finished("compress decode");
   };
   const size_t bytes = s.message.size();
   if (codec_->combine() == compress::Combine::kSum) {
-    interval_.message_bytes += bytes;
+    meter_.add_message_bytes(bytes);
     comm::AllreduceOptions o{.output = s.message.data(),
                              .count = bytes / dtype_size(codec_->wire_dtype()),
                              .dtype = codec_->wire_dtype(),
@@ -136,7 +136,7 @@ comm::Work CompressionHook::exchange(comm::ProcessGroup& g, const GradBucket& b,
     return g.allreduce_async(o).then([=] { return decode_into_bucket(msg, 1); });
   }
   if (sparse_path(b.numel, g.size())) {
-    interval_.message_bytes += bytes;
+    meter_.add_message_bytes(bytes);
     s.gathered.resize(bytes * size_t(g.size()));
     comm::AllgatherOptions o{.input = s.message.data(),
                              .output = s.gathered.data(),
@@ -147,47 +147,17 @@ comm::Work CompressionHook::exchange(comm::ProcessGroup& g, const GradBucket& b,
     size_t n = size_t(g.size());
     return g.allgather_async(o).then([=] { return decode_into_bucket(all, n); });
   }
-  interval_.message_bytes += b.numel * sizeof(float);  // dense: the whole bucket travels
+  meter_.add_message_bytes(b.numel * sizeof(float));  // dense: the whole bucket travels
   decode_into_bucket(s.message, 1);
   return g.allreduce_async({.output = b.data, .count = b.numel, .timeout = b.timeout});
 }
 
-void CompressionHook::add_decode_time(double s) {
-  decode_ns_.fetch_add(int64_t(s * 1e9), std::memory_order_relaxed);
-}
-
-nlohmann::json CompressionHook::Totals::json(const char* prefix) const {
-  double n = double(std::max<uint64_t>(steps, 1));
-  std::string p = prefix;
-  return {{p + "raw_bytes", double(raw_bytes) / n},
-          {p + "message_bytes", double(message_bytes) / n},
-          {p + "ratio", message_bytes ? double(raw_bytes) / double(message_bytes) : 0.0},
-          {p + "encode_ms", 1e3 * encode_s / n},
-          {p + "decode_ms", 1e3 * decode_s / n}};
-}
-
 nlohmann::json CompressionHook::take_interval_metrics() {
-  interval_.decode_s = double(decode_ns_.exchange(0)) * 1e-9;
-  run_.steps += interval_.steps;
-  run_.raw_bytes += interval_.raw_bytes;
-  run_.message_bytes += interval_.message_bytes;
-  run_.encode_s += interval_.encode_s;
-  run_.decode_s += interval_.decode_s;
-  nlohmann::json j = interval_.json("compress_");
-  interval_ = {};
-  return j;
+  return meter_.take_interval();
 }
 
 nlohmann::json CompressionHook::summary_metrics() const {
-  Totals t = run_;
-  t.steps += interval_.steps;
-  t.raw_bytes += interval_.raw_bytes;
-  t.message_bytes += interval_.message_bytes;
-  t.encode_s += interval_.encode_s;
-  t.decode_s += double(decode_ns_.load()) * 1e-9;
-  nlohmann::json j = t.json("compress_");
-  j["compression"] = name();
-  return j;
+  return meter_.summary(name());
 }
 
 }  // namespace cohort::parallel

@@ -19,12 +19,12 @@
 // With error feedback (topk, randomk; on by default) each rank keeps, per parameter, what it
 // has not sent yet and adds it to the next step's gradient: the residuals differ between ranks,
 // so state() is marked per_rank (checkpoints refuse it for now; docs/compression.md).
-#include <atomic>
 #include <map>
 #include <memory>
 
 #include "cohort/compress/compressor.h"
 #include "cohort/parallel/comm_hook.h"
+#include "cohort/parallel/compression_meter.h"
 
 namespace cohort::parallel {
 
@@ -57,17 +57,11 @@ class CompressionHook : public CommHook {
 
  private:
   struct BucketState;
-  struct Totals {
-    uint64_t steps = 0, raw_bytes = 0, message_bytes = 0;
-    double encode_s = 0, decode_s = 0;
-    nlohmann::json json(const char* prefix) const;
-  };
   BucketState& state_for(const GradBucket& b);
   void stash_residuals();
   bool sparse_path(size_t numel, int world) const;
   comm::Work exchange(comm::ProcessGroup& g, const GradBucket& b, BucketState& s,
                       const compress::CodecContext& ctx);
-  void add_decode_time(double s);
 
   CompressionOptions options_;
   std::unique_ptr<compress::Compressor> codec_;
@@ -76,8 +70,7 @@ class CompressionHook : public CommHook {
   // Residuals per parameter between two bucket layouts (DDP rebuilds its buckets after the
   // first step) or from a checkpoint, taken up by the next bucket that holds the parameter.
   std::map<std::string, std::vector<float>> stashed_;
-  Totals interval_, run_;
-  std::atomic<int64_t> decode_ns_{0};  // continuations may run on another thread
+  CompressionMeter meter_;
 };
 
 }  // namespace cohort::parallel

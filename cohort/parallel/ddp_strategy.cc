@@ -5,17 +5,41 @@
 #include "cohort/core/rng.h"
 #include "cohort/parallel/builtin_strategies.h"
 #include "cohort/parallel/compression_hook.h"
+#include "cohort/parallel/powersgd_hook.h"
 
 namespace cohort::parallel {
 namespace {
+
+std::vector<std::string> compression_choices() {
+  std::vector<std::string> c = compress::method_names();
+  c.push_back("powersgd");  // a hook of its own: it needs the allreduce between its halves
+  return c;
+}
 
 void add_compression_keys(ConfigRegistry& r) {
   r.add({"ddp.compression", ConfigType::kString, std::string("none"),
          "Gradient compression (docs/compression.md): none, fp16 or bf16 (cast, allreduce, cast "
          "back), topk or randomk (k = ddp.topk_ratio of each bucket, with error feedback), "
          "signsgd (EF-signSGD: one bit per value and a scale), qsgd (ddp.qsgd_levels levels, "
-         "stochastic rounding).",
-         "", compress::method_names()});
+         "stochastic rounding), powersgd (rank-ddp.powersgd_rank factors, error feedback).",
+         "", compression_choices()});
+  r.add({"ddp.powersgd_rank",
+         ConfigType::kInt,
+         int64_t(1),
+         "powersgd: the rank r of each gradient matrix's factors P [n, r] and Q [m, r] "
+         "(PyTorch's matrix_approximation_rank).",
+         "",
+         {},
+         1.0,
+         1024.0});
+  r.add({"ddp.powersgd_start_step",
+         ConfigType::kInt,
+         int64_t(10),
+         "powersgd: steps 1..N average the full gradient (PyTorch's start_powerSGD_iter); "
+         "factorization starts after.",
+         "",
+         {},
+         0.0});
   r.add({"ddp.topk_ratio",
          ConfigType::kFloat,
          0.01,
@@ -43,6 +67,12 @@ void add_compression_keys(ConfigRegistry& r) {
          "zeros, allreduce), or auto (sparse when 2 * k * world < bucket numel).",
          "",
          {"auto", "sparse", "dense"}});
+}
+
+// A seed every rank shares: run.seed when the trainer declares it.
+uint64_t shared_seed(const Config& cfg) {
+  if (cfg.registry().find("run.seed") != nullptr) return uint64_t(cfg.get_int("run.seed"));
+  return 0x636f686f7274;
 }
 
 SparseExchange parse_exchange(const std::string& s) {
@@ -96,18 +126,31 @@ DdpOptions ddp_options_from(const Config& cfg) {
   return o;
 }
 
+PowerSgdOptions powersgd_options_from(const Config& cfg) {
+  return {.rank = int(cfg.get_int("ddp.powersgd_rank")),
+          .start_step = cfg.get_int("ddp.powersgd_start_step"),
+          .error_feedback = cfg.get_bool("ddp.error_feedback"),
+          .seed = derive_seed(shared_seed(cfg), "ddp.powersgd")};
+}
+
+std::shared_ptr<CommHook> compression_hook_from(const Config& cfg) {
+  if (cfg.get_string("ddp.compression") == "powersgd")
+    return std::make_shared<PowerSgdHook>(powersgd_options_from(cfg));
+  auto options = compression_options_from(cfg);
+  if (!options) return nullptr;
+  return std::make_shared<CompressionHook>(*options);
+}
+
 std::optional<CompressionOptions> compression_options_from(const Config& cfg) {
   auto method = compress::parse_method(cfg.get_string("ddp.compression"), "ddp.compression");
   if (method == compress::Method::kNone) return std::nullopt;
   double ratio = cfg.get_float("ddp.topk_ratio");
   COHORT_CHECK_ARG(ratio > 0 && ratio <= 1, "ddp.topk_ratio = ", ratio, " is outside (0, 1]");
-  uint64_t seed = 0x636f686f7274;  // ranks share it; run.seed when the trainer declares it
-  if (cfg.registry().find("run.seed") != nullptr) seed = uint64_t(cfg.get_int("run.seed"));
   return CompressionOptions{.method = method,
                             .topk_ratio = ratio,
                             .error_feedback = cfg.get_bool("ddp.error_feedback"),
                             .exchange = parse_exchange(cfg.get_string("ddp.sparse_exchange")),
-                            .seed = derive_seed(seed, "ddp.randomk"),
+                            .seed = derive_seed(shared_seed(cfg), "ddp.randomk"),
                             .qsgd_levels = int(cfg.get_int("ddp.qsgd_levels"))};
 }
 
@@ -165,11 +208,7 @@ StrategyRegistration ddp_strategy_registration() {
           .add_keys = add_ddp_keys,
           .make = [](const StrategyContext& ctx) -> std::unique_ptr<Strategy> {
             if (ctx.group == nullptr) return make_none_strategy(ctx);  // a job of one
-            auto compression = compression_options_from(ctx.config);
-            std::shared_ptr<CompressionHook> hook;
-            if (compression) {
-              hook = std::make_shared<CompressionHook>(*compression);
-            }
+            std::shared_ptr<CommHook> hook = compression_hook_from(ctx.config);
             auto s = std::make_unique<DdpStrategy>(ctx, ddp_options_from(ctx.config));
             if (hook) s->ddp().register_comm_hook(hook);
             return s;

@@ -6,6 +6,7 @@
 
 #include "cohort/parallel/compression_hook.h"
 #include "cohort/parallel/ddp.h"
+#include "cohort/parallel/powersgd_hook.h"
 #include "cohort/parallel/strategy.h"
 
 namespace cohort::parallel {
@@ -13,8 +14,12 @@ namespace cohort::parallel {
 // DdpOptions from the [ddp] keys of `cfg`.
 DdpOptions ddp_options_from(const Config& cfg);
 // The compression hook's options from ddp.compression and its knobs; nullopt for "none".
-// InvalidArgument naming the key for a value out of range.
+// InvalidArgument naming the key for a value out of range (or for "powersgd": see below).
 std::optional<CompressionOptions> compression_options_from(const Config& cfg);
+// PowerSGD's options from ddp.powersgd_rank, ddp.powersgd_start_step, ddp.error_feedback.
+PowerSgdOptions powersgd_options_from(const Config& cfg);
+// The hook ddp.compression asks for (CompressionHook or PowerSgdHook); null for "none".
+std::shared_ptr<CommHook> compression_hook_from(const Config& cfg);
 
 class DdpStrategy : public Strategy {
  public:

@@ -104,8 +104,12 @@ void Reducer::describe_buckets() {
                    .numel = bucket.layout.numel,
                    .parameters = {},
                    .offsets = bucket.layout.offsets,
+                   .shapes = {},
                    .timeout = options_.timeout};
-    for (size_t p : bucket.layout.params) bucket.view.parameters.push_back(params_[p].name);
+    for (size_t p : bucket.layout.params) {
+      bucket.view.parameters.push_back(params_[p].name);
+      bucket.view.shapes.push_back(params_[p].tensor.shape());
+    }
   }
 }
 

@@ -72,13 +72,14 @@ TEST(Compression, TopKWithErrorFeedbackTrainsAndSendsAFiftiethOfTheBytes) {
   EXPECT_NEAR(s["bytes_sent"].get<double>(), steps * message, 0.01 * steps * message);
 }
 
-TEST(Compression, RandomKDenseTopKAndBf16Train) {
+TEST(Compression, RandomKDenseTopKBf16SignQsgdAndPowerSgdTrain) {
   for (auto [method, extra] :
        {std::pair<std::string, std::string>{"randomk", " --set ddp.topk_ratio=0.1"},
         {"topk", " --set ddp.sparse_exchange=dense"},
         {"bf16", ""},
         {"signsgd", " --set optim.momentum=0"},
-        {"qsgd", " --set ddp.qsgd_levels=16"}}) {
+        {"qsgd", " --set ddp.qsgd_levels=16"},
+        {"powersgd", " --set ddp.powersgd_rank=4 --set ddp.powersgd_start_step=8"}}) {
     nlohmann::json s = train(method, extra + " --set ckpt.enabled=false");
     ASSERT_FALSE(s.is_null()) << method;
     EXPECT_GT(s["eval_accuracy"].get<double>(), 0.9) << method << extra;
@@ -112,6 +113,18 @@ void expect_exact_resume(const fs::path& d, const std::string& args) {
   EXPECT_EQ(rank0_losses(d / "part" / "metrics.jsonl"), full);
 }
 
+// The uninterrupted and the resumed run's last checkpoints hold the same bytes: the model
+// and each rank's strategy state.
+void expect_same_final_checkpoints(const fs::path& d) {
+  const fs::path a = cohort::testing::newest_checkpoint(d / "full");
+  const fs::path b = cohort::testing::newest_checkpoint(d / "part");
+  for (const char* f :
+       {"model.safetensors", "strategy.rank0.safetensors", "strategy.rank1.safetensors"}) {
+    ASSERT_TRUE(fs::exists(a / f) && fs::exists(b / f)) << f;
+    EXPECT_EQ(cohort::testing::read_bytes(a / f), cohort::testing::read_bytes(b / f)) << f;
+  }
+}
+
 // fp16 keeps no state across steps: a run stopped after one epoch and resumed ends bit for bit
 // where the uninterrupted run does.
 TEST(Compression, Fp16ResumesExactly) {
@@ -126,18 +139,23 @@ TEST(Compression, TopKWithErrorFeedbackResumesExactly) {
   expect_exact_resume(d,
                       " --set ddp.compression=topk --set ddp.topk_ratio=0.05"
                       " --set run.log_every=1 --set ckpt.async=false");
-  const fs::path a = cohort::testing::newest_checkpoint(d / "full");
-  const fs::path b = cohort::testing::newest_checkpoint(d / "part");
-  for (const char* f :
-       {"model.safetensors", "strategy.rank0.safetensors", "strategy.rank1.safetensors"}) {
-    ASSERT_TRUE(fs::exists(a / f) && fs::exists(b / f)) << f;
-    EXPECT_EQ(cohort::testing::read_bytes(a / f), cohort::testing::read_bytes(b / f)) << f;
-  }
+  expect_same_final_checkpoints(d);
+}
+
+// PowerSGD's Qs and residuals travel in the per-rank files too: after its warm-up (5 plain
+// steps) and 27 factorized ones, the resumed run goes on bit for bit.
+TEST(Compression, PowerSgdResumesExactly) {
+  fs::path d = cohort::testing::fresh_dir("cohort_compress_e2e_", "resume_powersgd");
+  expect_exact_resume(d,
+                      " --set ddp.compression=powersgd --set ddp.powersgd_rank=2"
+                      " --set ddp.powersgd_start_step=5 --set run.log_every=1"
+                      " --set ckpt.async=false");
+  expect_same_final_checkpoints(d);
 }
 
 TEST(Compression, WhatCannotWorkIsRefusedNamingTheKey) {
   fs::path d = cohort::testing::fresh_dir("cohort_compress_e2e_", "errors");
-  CliResult r = run_cli(job(d, "a") + " --set ddp.compression=powersgd");
+  CliResult r = run_cli(job(d, "a") + " --set ddp.compression=powersdg");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("ddp.compression"), std::string::npos) << r.output;
 }

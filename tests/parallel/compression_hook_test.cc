@@ -196,7 +196,7 @@ TEST(CompressionHook, DdpStrategyKeysChooseTheHook) {
   EXPECT_EQ(o->exchange, SparseExchange::kDense);
 
   EXPECT_NE(error_of([&] {
-              f.cfg.set_from_string("ddp.compression", "powersgd", "test");
+              f.cfg.set_from_string("ddp.compression", "powersdg", "test");
             }).find("ddp.compression"),
             std::string::npos);
   EXPECT_NE(error_of([&] {

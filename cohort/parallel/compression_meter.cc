@@ -1,0 +1,41 @@
+#include "cohort/parallel/compression_meter.h"
+
+#include <algorithm>
+
+namespace cohort::parallel {
+
+void CompressionMeter::Totals::add(const Totals& o) {
+  steps += o.steps;
+  raw_bytes += o.raw_bytes;
+  message_bytes += o.message_bytes;
+  encode_s += o.encode_s;
+  decode_s += o.decode_s;
+}
+
+nlohmann::json CompressionMeter::Totals::json() const {
+  double n = double(std::max<uint64_t>(steps, 1));
+  return {{"compress_raw_bytes", double(raw_bytes) / n},
+          {"compress_message_bytes", double(message_bytes) / n},
+          {"compress_ratio", message_bytes ? double(raw_bytes) / double(message_bytes) : 0.0},
+          {"compress_encode_ms", 1e3 * encode_s / n},
+          {"compress_decode_ms", 1e3 * decode_s / n}};
+}
+
+nlohmann::json CompressionMeter::take_interval() {
+  interval_.decode_s = double(decode_ns_.exchange(0)) * 1e-9;
+  run_.add(interval_);
+  nlohmann::json j = interval_.json();
+  interval_ = {};
+  return j;
+}
+
+nlohmann::json CompressionMeter::summary(const std::string& method) const {
+  Totals t = run_;
+  t.add(interval_);
+  t.decode_s += double(decode_ns_.load()) * 1e-9;
+  nlohmann::json j = t.json();
+  j["compression"] = method;
+  return j;
+}
+
+}  // namespace cohort::parallel

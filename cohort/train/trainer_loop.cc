@@ -73,7 +73,8 @@ void log_eval(Trainer::State& s, Progress& p, const EvalResult& r, int64_t epoch
                    {"epoch", epoch},
                    {"loss", r.loss},
                    {"samples", r.samples},
-                   {"time_s", seconds_since(s.start)}};
+                   {"time_s", seconds_since(s.start)},
+                   {"train_s", s.train_seconds}};  // time_s less evaluations and start-up
   if (r.accuracy >= 0) j["accuracy"] = r.accuracy;
   s.log->write(j);
 }

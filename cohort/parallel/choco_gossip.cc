@@ -6,6 +6,25 @@
 
 namespace cohort::parallel {
 
+double default_consensus_step(const compress::CompressorOptions& codec) {
+  using compress::Method;
+  switch (codec.method) {
+    case Method::kFp16:
+    case Method::kBf16:
+      return 1.0;
+    case Method::kTopK:
+      return std::min(0.3, 2 * codec.ratio);
+    case Method::kRandomK:
+      return codec.ratio / 2;
+    case Method::kQsgd:
+      return 0.3;
+    case Method::kSign:
+    case Method::kNone:
+      break;
+  }
+  return 0.5;
+}
+
 ChocoGossip::ChocoGossip(const ChocoOptions& options, size_t numel, size_t neighbours)
     : codec_(compress::make_compressor(options.codec)),
       gamma_(options.gamma),

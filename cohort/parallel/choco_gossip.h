@@ -32,6 +32,14 @@ struct ChocoOptions {
   double gamma = 0.5;                 // the consensus step size, in (0, 1]
 };
 
+// gossip.consensus_step = 0 ("auto"): a gamma that keeps CHOCO-Gossip stable with this codec.
+// The sparse codecs' stable range shrinks with their ratio; measured with workers simulated on
+// rings of 4 to 32 (tests/parallel/choco_gossip_test.cc, docs/decentralized.md): fp16, bf16:
+// 1 (the message is nearly exact; CHOCO is then D-PSGD); topk: 2 * ratio, at most 0.3 (10%
+// diverged at 0.4 on rings of 4 and 8); randomk: ratio / 2 (10% diverged at 0.2, 1% at 0.02);
+// qsgd: 0.3 (16 levels diverged at 1, converged at 0.5); signsgd: 0.5.
+double default_consensus_step(const compress::CompressorOptions& codec);
+
 class ChocoGossip {
  public:
   // InvalidArgument (naming gossip.consensus_step) for gamma outside (0, 1]; the codec's own
@@ -50,6 +58,7 @@ class ChocoGossip {
   void pull(std::span<float> x, size_t at, double w) const;
 
   compress::Method method() const { return codec_->method(); }
+  double gamma() const { return gamma_; }
   size_t message_bytes() const { return outbox_.size(); }
   size_t numel() const { return self_.size(); }
   std::vector<float>& self() { return self_; }

@@ -26,9 +26,11 @@ void add_compression_keys(ConfigRegistry& r) {
          "", compress::method_names()});
   r.add({"gossip.consensus_step",
          ConfigType::kFloat,
-         0.5,
+         0.0,
          "Compressed gossip: CHOCO's consensus step gamma, in (0, 1]: how far each step moves "
-         "towards the neighbours' copies (smaller for coarser codecs).",
+         "towards the neighbours' copies; too large diverges with sparse codecs. 0: by codec "
+         "(fp16, bf16: 1; topk: 2 * gossip.topk_ratio, at most 0.3; randomk: ratio / 2; qsgd: "
+         "0.3; signsgd: 0.5).",
          "",
          {},
          0.0,
@@ -93,19 +95,20 @@ std::optional<ChocoOptions> choco_options_from(const Config& cfg) {
   const auto method =
       compress::parse_method(cfg.get_string("gossip.compression"), "gossip.compression");
   if (method == compress::Method::kNone) return std::nullopt;
-  const double gamma = cfg.get_float("gossip.consensus_step");
-  COHORT_CHECK_ARG(gamma > 0 && gamma <= 1, "gossip.consensus_step = ", gamma,
-                   " is outside (0, 1]");
   const double ratio = cfg.get_float("gossip.topk_ratio");
   COHORT_CHECK_ARG(ratio > 0 && ratio <= 1, "gossip.topk_ratio = ", ratio, " is outside (0, 1]");
   // randomk: sender and receivers draw the same indices from this seed and the step.
   uint64_t seed = 0x636f686f7274;
   if (cfg.registry().find("run.seed") != nullptr) seed = uint64_t(cfg.get_int("run.seed"));
-  return ChocoOptions{.codec = {.method = method,
-                                .ratio = ratio,
-                                .seed = derive_seed(seed, "gossip.randomk"),
-                                .levels = int(cfg.get_int("gossip.qsgd_levels"))},
-                      .gamma = gamma};
+  ChocoOptions o{.codec = {.method = method,
+                           .ratio = ratio,
+                           .seed = derive_seed(seed, "gossip.randomk"),
+                           .levels = int(cfg.get_int("gossip.qsgd_levels"))}};
+  const double gamma = cfg.get_float("gossip.consensus_step");  // 0: auto
+  COHORT_CHECK_ARG(gamma >= 0 && gamma <= 1, "gossip.consensus_step = ", gamma,
+                   " is outside (0, 1]");
+  o.gamma = gamma > 0 ? gamma : default_consensus_step(o.codec);
+  return o;
 }
 
 }  // namespace
@@ -271,6 +274,7 @@ nlohmann::json GossipStrategy::summary_metrics() const {
   if (!choco_) return j;
   j.update(compression_metrics(steps_, total_encode_s_ + encode_s_, total_decode_s_ + decode_s_));
   j["compression"] = compress::method_name(choco_->method());
+  j["gossip_consensus_step"] = choco_->gamma();
   return j;
 }
 

@@ -106,7 +106,7 @@ std::optional<ChocoOptions> choco_options_from(const Config& cfg) {
                            .levels = int(cfg.get_int("gossip.qsgd_levels"))}};
   const double gamma = cfg.get_float("gossip.consensus_step");  // 0: auto
   COHORT_CHECK_ARG(gamma >= 0 && gamma <= 1, "gossip.consensus_step = ", gamma,
-                   " is outside (0, 1]");
+                   " is outside (0, 1] (0: by codec)");
   o.gamma = gamma > 0 ? gamma : default_consensus_step(o.codec);
   return o;
 }

@@ -264,6 +264,7 @@ nlohmann::json GossipStrategy::take_interval_metrics() {
   total_encode_s_ += encode_s_;
   total_decode_s_ += decode_s_;
   encode_s_ = decode_s_ = 0;
+  timed_steps_ += interval_steps_;
   interval_steps_ = 0;
   return j;
 }
@@ -272,7 +273,8 @@ nlohmann::json GossipStrategy::summary_metrics() const {
   nlohmann::json j{{"gossip_neighbours", peers_.neighbours}, {"gossip_weight", peers_.weight}};
   if (last_consensus_ >= 0) j["consensus_distance"] = last_consensus_;
   if (!choco_) return j;
-  j.update(compression_metrics(steps_, total_encode_s_ + encode_s_, total_decode_s_ + decode_s_));
+  j.update(compression_metrics(timed_steps_ + interval_steps_, total_encode_s_ + encode_s_,
+                               total_decode_s_ + decode_s_));
   j["compression"] = compress::method_name(choco_->method());
   j["gossip_consensus_step"] = choco_->gamma();
   return j;

@@ -75,7 +75,7 @@ class GossipStrategy : public Strategy {
   double last_consensus_ = -1;  // -1: not measured yet
   // Compressed gossip's codec time: since the last interval record, and over the run.
   double encode_s_ = 0, decode_s_ = 0, total_encode_s_ = 0, total_decode_s_ = 0;
-  int64_t interval_steps_ = 0;
+  int64_t interval_steps_ = 0, timed_steps_ = 0;  // timed_steps_: by this process (not resumed)
   StrategyStats stats_;
 };
 

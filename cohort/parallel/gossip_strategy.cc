@@ -1,18 +1,58 @@
 #include "cohort/parallel/gossip_strategy.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "cohort/core/error.h"
+#include "cohort/core/rng.h"
 #include "cohort/parallel/builtin_strategies.h"
+#include "cohort/tensor/tensor.h"
 
 namespace cohort::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr uint32_t kGossipTag = 0x60551b;
+
+void add_compression_keys(ConfigRegistry& r) {
+  r.add({"gossip.compression", ConfigType::kString, std::string("none"),
+         "Gossip: none (exact averaging of the neighbours' parameters) or a codec of "
+         "docs/compression.md (fp16, bf16, topk, randomk, signsgd, qsgd) for CHOCO-Gossip: each "
+         "worker sends the compressed difference to its public copy (docs/decentralized.md).",
+         "", compress::method_names()});
+  r.add({"gossip.consensus_step",
+         ConfigType::kFloat,
+         0.0,
+         "Compressed gossip: CHOCO's consensus step gamma, in (0, 1]: how far each step moves "
+         "towards the neighbours' copies; too large diverges with sparse codecs. 0: by codec "
+         "(fp16, bf16: 1; topk: 2 * gossip.topk_ratio, at most 0.3; randomk: ratio / 2; qsgd: "
+         "0.3; signsgd: 0.5).",
+         "",
+         {},
+         0.0,
+         1.0});
+  r.add({"gossip.topk_ratio",
+         ConfigType::kFloat,
+         0.1,
+         "Compressed gossip, topk and randomk: the share of the parameters' differences sent "
+         "per step, in (0, 1].",
+         "",
+         {},
+         0.0,
+         1.0});
+  r.add({"gossip.qsgd_levels",
+         ConfigType::kInt,
+         int64_t(16),
+         "Compressed gossip, qsgd: the quantization levels s (each value travels as a byte).",
+         "",
+         {},
+         1.0,
+         127.0});
+}
 
 void add_gossip_keys(ConfigRegistry& r) {
   r.add({"gossip.topology",
@@ -30,6 +70,7 @@ void add_gossip_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  add_compression_keys(r);
 }
 
 int64_t total_numel(const NamedTensors& params) {
@@ -42,20 +83,60 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+void flatten(const NamedTensors& params, std::vector<float>& out) {
+  size_t at = 0;
+  for (const auto& [name, p] : params) {
+    std::memcpy(out.data() + at, p.data<float>(), size_t(p.numel()) * sizeof(float));
+    at += size_t(p.numel());
+  }
+}
+
+std::optional<ChocoOptions> choco_options_from(const Config& cfg) {
+  const auto method =
+      compress::parse_method(cfg.get_string("gossip.compression"), "gossip.compression");
+  if (method == compress::Method::kNone) return std::nullopt;
+  const double ratio = cfg.get_float("gossip.topk_ratio");
+  COHORT_CHECK_ARG(ratio > 0 && ratio <= 1, "gossip.topk_ratio = ", ratio, " is outside (0, 1]");
+  // randomk: sender and receivers draw the same indices from this seed and the step.
+  uint64_t seed = 0x636f686f7274;
+  if (cfg.registry().find("run.seed") != nullptr) seed = uint64_t(cfg.get_int("run.seed"));
+  ChocoOptions o{.codec = {.method = method,
+                           .ratio = ratio,
+                           .seed = derive_seed(seed, "gossip.randomk"),
+                           .levels = int(cfg.get_int("gossip.qsgd_levels"))}};
+  const double gamma = cfg.get_float("gossip.consensus_step");  // 0: auto
+  COHORT_CHECK_ARG(gamma >= 0 && gamma <= 1, "gossip.consensus_step = ", gamma,
+                   " is outside (0, 1] (0: by codec)");
+  o.gamma = gamma > 0 ? gamma : default_consensus_step(o.codec);
+  return o;
+}
+
 }  // namespace
 
-GossipStrategy::GossipStrategy(const StrategyContext& ctx, GossipTopology topology,
-                               int64_t consensus_every)
+GossipOptions gossip_options_from(const Config& cfg) {
+  return {.topology = parse_gossip_topology(cfg.get_string("gossip.topology")),
+          .consensus_every = cfg.get_int("gossip.consensus_every"),
+          .choco = choco_options_from(cfg)};
+}
+
+GossipStrategy::GossipStrategy(const StrategyContext& ctx, const GossipOptions& options)
     : Strategy(ctx),
       params_(ctx.model.named_parameters()),
-      peers_(gossip_peers(topology, ctx.group->rank(), ctx.group->size())),
-      consensus_every_(consensus_every) {
+      peers_(gossip_peers(options.topology, ctx.group->rank(), ctx.group->size())),
+      consensus_every_(options.consensus_every) {
   const size_t n = size_t(total_numel(params_));
   sent_.resize(n);
-  received_.assign(peers_.neighbours.size(), std::vector<float>(n));
   // Every worker starts from rank 0's parameters, as with DDP.
   for (auto& [name, p] : params_)
     group_->broadcast({.buffer = p.raw_data(), .count = size_t(p.numel())});
+  if (!options.choco) {
+    received_.assign(peers_.neighbours.size(), std::vector<float>(n));
+    return;
+  }
+  choco_ = std::make_unique<ChocoGossip>(*options.choco, n, peers_.neighbours.size());
+  // The common start is every worker's public copy: all copies agree without a message.
+  flatten(params_, sent_);
+  choco_->reset(sent_);
 }
 
 void GossipStrategy::backward(const Tensor& loss, bool sync) {
@@ -65,11 +146,13 @@ void GossipStrategy::backward(const Tensor& loss, bool sync) {
 
 void GossipStrategy::start_exchange() {
   bytes_at_start_ = {group_->bytes_sent(), group_->bytes_received()};
-  size_t at = 0;
-  for (const auto& [name, p] : params_) {
-    std::memcpy(sent_.data() + at, p.data<float>(), size_t(p.numel()) * sizeof(float));
-    at += size_t(p.numel());
-  }
+  flatten(params_, sent_);
+  const std::vector<comm::P2POp> ops = choco_ ? compressed_ops() : exact_ops();
+  if (!ops.empty()) exchange_ = group_->batch_send_recv_async(ops);
+  in_flight_ = true;
+}
+
+std::vector<comm::P2POp> GossipStrategy::exact_ops() {
   std::vector<comm::P2POp> ops;
   for (size_t k = 0; k < peers_.neighbours.size(); ++k) {
     const int peer = peers_.neighbours[k];
@@ -78,8 +161,25 @@ void GossipStrategy::start_exchange() {
     ops.push_back({comm::P2POp::kRecv, received_[k].data(), sent_.size(), comm::DType::f32, peer,
                    kGossipTag});
   }
-  if (!ops.empty()) exchange_ = group_->batch_send_recv_async(ops);
-  in_flight_ = true;
+  return ops;
+}
+
+// The message is encoded from the parameters before the optimizer step, so the exchange runs
+// beside backward as the exact one does; the pull is then added on top of the step (the
+// order of D-PSGD, which the exact mode follows too).
+std::vector<comm::P2POp> GossipStrategy::compressed_ops() {
+  const auto t0 = Clock::now();
+  std::span<const uint8_t> msg = choco_->encode(sent_, uint64_t(steps_));
+  encode_s_ += seconds_since(t0);
+  void* out = const_cast<uint8_t*>(msg.data());  // only read: a send
+  std::vector<comm::P2POp> ops;
+  for (size_t k = 0; k < peers_.neighbours.size(); ++k) {
+    const int peer = peers_.neighbours[k];
+    ops.push_back({comm::P2POp::kSend, out, msg.size(), comm::DType::u8, peer, kGossipTag});
+    ops.push_back({comm::P2POp::kRecv, choco_->inbox(k).data(), msg.size(), comm::DType::u8, peer,
+                   kGossipTag});
+  }
+  return ops;
 }
 
 void GossipStrategy::step() {
@@ -89,8 +189,13 @@ void GossipStrategy::step() {
   in_flight_ = false;
   const double waited = seconds_since(t0);
   optimizer_.step();
-  mix();
+  if (choco_) {
+    choco_mix();
+  } else {
+    mix();
+  }
   ++steps_;
+  ++interval_steps_;
   if (consensus_every_ > 0 && steps_ % consensus_every_ == 0)
     last_consensus_ = consensus_distance();
   // The bytes since the exchange started: one copy of the parameters per neighbour each way,
@@ -115,13 +220,20 @@ void GossipStrategy::mix() {
   }
 }
 
-double GossipStrategy::consensus_distance() {
-  std::vector<float> mean(sent_.size());
+void GossipStrategy::choco_mix() {
+  const auto t0 = Clock::now();
+  choco_->update(uint64_t(steps_));
   size_t at = 0;
-  for (const auto& [name, p] : params_) {
-    std::memcpy(mean.data() + at, p.data<float>(), size_t(p.numel()) * sizeof(float));
+  for (auto& [name, p] : params_) {
+    choco_->pull({p.data<float>(), size_t(p.numel())}, at, peers_.weight);
     at += size_t(p.numel());
   }
+  decode_s_ += seconds_since(t0);
+}
+
+double GossipStrategy::consensus_distance() {
+  std::vector<float> mean(sent_.size());
+  flatten(params_, mean);
   const std::vector<float> mine = mean;
   group_->allreduce({.output = mean.data(), .count = mean.size(), .op = comm::ReduceOp::avg});
   double sq = 0;
@@ -131,15 +243,40 @@ double GossipStrategy::consensus_distance() {
   return std::sqrt(sq);
 }
 
+// What one step sends to the neighbours against the float32 parameters it stands for, and
+// the codec's time per step (the names of DDP's compression metrics, docs/compression.md).
+nlohmann::json GossipStrategy::compression_metrics(int64_t steps, double encode_s,
+                                                   double decode_s) const {
+  const double per_step = 1e3 / double(std::max<int64_t>(steps, 1));
+  const size_t raw = choco_->numel() * sizeof(float) * peers_.neighbours.size();
+  const size_t sent = choco_->message_bytes() * peers_.neighbours.size();
+  return {{"compress_raw_bytes", raw},
+          {"compress_message_bytes", sent},
+          {"compress_ratio", sent ? double(raw) / double(sent) : 1.0},
+          {"compress_encode_ms", encode_s * per_step},
+          {"compress_decode_ms", decode_s * per_step}};
+}
+
 nlohmann::json GossipStrategy::take_interval_metrics() {
   nlohmann::json j = nlohmann::json::object();
   if (last_consensus_ >= 0) j["consensus_distance"] = last_consensus_;
+  if (choco_) j.update(compression_metrics(interval_steps_, encode_s_, decode_s_));
+  total_encode_s_ += encode_s_;
+  total_decode_s_ += decode_s_;
+  encode_s_ = decode_s_ = 0;
+  timed_steps_ += interval_steps_;
+  interval_steps_ = 0;
   return j;
 }
 
 nlohmann::json GossipStrategy::summary_metrics() const {
   nlohmann::json j{{"gossip_neighbours", peers_.neighbours}, {"gossip_weight", peers_.weight}};
   if (last_consensus_ >= 0) j["consensus_distance"] = last_consensus_;
+  if (!choco_) return j;
+  j.update(compression_metrics(timed_steps_ + interval_steps_, total_encode_s_ + encode_s_,
+                               total_decode_s_ + decode_s_));
+  j["compression"] = compress::method_name(choco_->method());
+  j["gossip_consensus_step"] = choco_->gamma();
   return j;
 }
 
@@ -158,7 +295,37 @@ StrategyState GossipStrategy::state() const {
   for (const auto& [name, p] : params_) st.tensors.emplace_back("param/" + name, p);
   for (const auto& [key, t] : optimizer_.export_state().tensors)
     st.tensors.emplace_back("optim/" + key, t);
+  st.values["steps"] = steps_;  // the same on every rank: the codec's round
+  if (!choco_) return st;
+  const int64_t n = int64_t(choco_->numel());
+  st.tensors.emplace_back("choco/self", from_vector(choco_->self(), {n}));
+  for (size_t k = 0; k < peers_.neighbours.size(); ++k) {
+    st.tensors.emplace_back("choco/peer" + std::to_string(peers_.neighbours[k]),
+                            from_vector(choco_->peer(k), {n}));
+  }
   return st;
+}
+
+// The public copies, or zeros (CHOCO's own start, the same on every rank) when the checkpoint
+// comes from exact gossip: the copies must agree between neighbours, not match anything else.
+void GossipStrategy::load_choco(const StrategyState& state) {
+  std::map<std::string, const Tensor*> saved;
+  for (const auto& [name, t] : state.tensors) saved[name] = &t;
+  if (!saved.count("choco/self")) {
+    choco_->reset({});
+    return;
+  }
+  auto restore = [&](const std::string& name, std::vector<float>& into) {
+    auto it = saved.find(name);
+    COHORT_CHECK_ARG(it != saved.end() && it->second->numel() == int64_t(into.size()) &&
+                         it->second->dtype() == DType::f32,
+                     "gossip: the checkpoint's per-rank state has no f32 '", name, "' of ",
+                     into.size(), " values (resume with the same topology)");
+    std::memcpy(into.data(), it->second->data<float>(), into.size() * sizeof(float));
+  };
+  restore("choco/self", choco_->self());
+  for (size_t k = 0; k < peers_.neighbours.size(); ++k)
+    restore("choco/peer" + std::to_string(peers_.neighbours[k]), choco_->peer(k));
 }
 
 void GossipStrategy::load_state(const StrategyState& state) {
@@ -178,6 +345,8 @@ void GossipStrategy::load_state(const StrategyState& state) {
     std::memcpy(p.data<float>(), it->second.data<float>(), size_t(p.numel()) * sizeof(float));
   }
   optimizer_.import_state(opt);
+  steps_ = state.values.value("steps", int64_t(0));
+  if (choco_) load_choco(state);
 }
 
 StrategyRegistration gossip_strategy_registration() {
@@ -188,9 +357,7 @@ StrategyRegistration gossip_strategy_registration() {
           .add_keys = add_gossip_keys,
           .make = [](const StrategyContext& ctx) -> std::unique_ptr<Strategy> {
             if (!ctx.group) return make_none_strategy(ctx);  // a job of one
-            return std::make_unique<GossipStrategy>(
-                ctx, parse_gossip_topology(ctx.config.get_string("gossip.topology")),
-                ctx.config.get_int("gossip.consensus_every"));
+            return std::make_unique<GossipStrategy>(ctx, gossip_options_from(ctx.config));
           }};
 }
 

@@ -13,18 +13,34 @@
 // own parameters and optimizer slots are per-rank strategy state: checkpoints keep every
 // rank's, and a resumed run continues bit-identically (same number of workers).
 // A neighbour that dies fails the exchange within comm.timeout_s, naming its rank.
+//
+// With gossip.compression other than "none" the averaging is CHOCO-Gossip (choco_gossip.h):
+// each worker sends its neighbours a compressed difference to its public copy instead of its
+// parameters, and pulls towards the copies; the copies are per-rank state too.
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "cohort/comm/work.h"
+#include "cohort/parallel/choco_gossip.h"
 #include "cohort/parallel/gossip_topology.h"
 #include "cohort/parallel/strategy_registry.h"
 
 namespace cohort::parallel {
 
+struct GossipOptions {
+  GossipTopology topology = GossipTopology::kRing;
+  int64_t consensus_every = 50;
+  std::optional<ChocoOptions> choco;  // compressed gossip; nullopt: exact averaging
+};
+
+// The gossip.* keys; InvalidArgument naming the key whose value is out of range.
+GossipOptions gossip_options_from(const Config& cfg);
+
 class GossipStrategy : public Strategy {
  public:
-  GossipStrategy(const StrategyContext& ctx, GossipTopology topology, int64_t consensus_every);
+  GossipStrategy(const StrategyContext& ctx, const GossipOptions& options);
   std::string name() const override { return "gossip"; }
   void backward(const Tensor& loss, bool sync) override;
   void step() override;
@@ -32,13 +48,19 @@ class GossipStrategy : public Strategy {
   nlohmann::json take_interval_metrics() override;
   nlohmann::json summary_metrics() const override;
   void shutdown() noexcept override;
-  StrategyState state() const override;  // per-rank: "param/<name>", "optim/<slot key>"
+  // per-rank: "param/<name>", "optim/<slot key>"; compressed: "choco/self", "choco/peer<R>"
+  StrategyState state() const override;
   void load_state(const StrategyState& state) override;
 
  private:
   void start_exchange();  // this step's parameters to and from every neighbour
-  void mix();             // the neighbours' share, on top of the optimizer's step
+  std::vector<comm::P2POp> exact_ops();
+  std::vector<comm::P2POp> compressed_ops();
+  void mix();  // the neighbours' share, on top of the optimizer's step
+  void choco_mix();
+  void load_choco(const StrategyState& state);
   double consensus_distance();
+  nlohmann::json compression_metrics(int64_t steps, double encode_s, double decode_s) const;
 
   NamedTensors params_;
   GossipPeers peers_;
@@ -48,8 +70,12 @@ class GossipStrategy : public Strategy {
   comm::Work exchange_;
   bool in_flight_ = false;
   std::pair<uint64_t, uint64_t> bytes_at_start_;  // the group's counters when it started
+  std::unique_ptr<ChocoGossip> choco_;            // null: exact gossip
   int64_t steps_ = 0;
   double last_consensus_ = -1;  // -1: not measured yet
+  // Compressed gossip's codec time: since the last interval record, and over the run.
+  double encode_s_ = 0, decode_s_ = 0, total_encode_s_ = 0, total_decode_s_ = 0;
+  int64_t interval_steps_ = 0, timed_steps_ = 0;  // timed_steps_: by this process (not resumed)
   StrategyStats stats_;
 };
 

@@ -13,6 +13,9 @@
 // about ckpt.every_steps pushes of the model's size. Without checkpoints a broken connection is
 // an IoError naming the server, as before.
 //
+// Compressed pushes (WorkerOptions::compression, push_codec.h): each server's range is encoded
+// with that link's codec and residual; the kept pushes are the encoded frames.
+//
 // push_pull() sends every server its range of the gradient at once (one request per server,
 // all in flight before waiting for any) and writes back the values each server answers once
 // the server answers (BSP: the step's update is applied; SSP: the slowest worker is close

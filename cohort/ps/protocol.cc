@@ -71,6 +71,10 @@ Bytes encode_hello(const Hello& h) {
     b.insert(b.end(), p.name.begin(), p.name.end());
     put(b, p.numel);
   }
+  put(b, h.codec.method);
+  put(b, h.codec.ratio);
+  put(b, h.codec.levels);
+  put(b, h.codec.seed);
   return b;
 }
 
@@ -165,6 +169,10 @@ Hello decode_hello(const Bytes& b) {
     h.layout.total += p.numel;
     h.layout.params.push_back(std::move(p));
   }
+  h.codec.method = r.get<uint8_t>();
+  h.codec.ratio = r.get<double>();
+  h.codec.levels = r.get<int32_t>();
+  h.codec.seed = r.get<uint64_t>();
   return h;
 }
 

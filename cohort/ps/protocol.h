@@ -2,8 +2,9 @@
 // The parameter server's messages, carried as service-channel requests (comm/service). Every
 // request starts with its kind and the worker's rank; the server answers each one:
 //
-//   hello  {rank, num_workers, total_steps, [(name, numel)]}  -> HelloReply    first, and
-//          again after a reconnect (a restarted server tells where it resumed)
+//   hello  {rank, num_workers, total_steps, [(name, numel)],  -> HelloReply    first, and
+//           codec spec}                                           again after a reconnect (a
+//          restarted server tells where it resumed); the codec spec must be the server's
 //   pull   {rank}                                              -> f32[range]   current values
 //   push   {rank, step, begin, end, codec, 2 zero bytes,       -> {PushReply, f32[range]}
 //           f32[end - begin] grads}  (the header is 32 bytes: the grads are 16-byte aligned in
@@ -45,11 +46,22 @@ int64_t publish_server(rendezvous::Store& store, int index, const std::string& a
 
 enum class MsgKind : uint8_t { kHello = 1, kPull = 2, kPush = 3, kBye = 4 };
 
+// How a worker's pushes are compressed (push_codec.h), agreed at hello: a mismatch the push's
+// size would not show (QSGD's levels, random-k's seed) is refused before any push.
+struct CodecSpec {
+  uint8_t method = 0;  // compress::Method; 0: none (the rest is then 0)
+  double ratio = 0;
+  int32_t levels = 0;
+  uint64_t seed = 0;
+  bool operator==(const CodecSpec&) const = default;
+};
+
 struct Hello {
   int32_t rank = 0;
   int32_t num_workers = 0;
   int64_t total_steps = 0;  // for the server's LR schedule (0: unknown)
   Layout layout;
+  CodecSpec codec;
 };
 
 struct Push {

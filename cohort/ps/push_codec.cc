@@ -55,6 +55,35 @@ PushCompression push_compression_from_config(const Config& cfg) {
   return c;
 }
 
+CodecSpec codec_spec(const PushCompression& c) {
+  if (!c.enabled()) return {};
+  return {uint8_t(c.method), c.ratio, c.levels, c.seed};
+}
+
+namespace {
+
+std::string describe(const CodecSpec& s) {
+  if (s.method >= compress::method_names().size()) return str("codec ", int(s.method));
+  const auto m = compress::Method(s.method);
+  std::string d = str("ps.compression = '", compress::method_name(m), "'");
+  if (m == compress::Method::kTopK || m == compress::Method::kRandomK)
+    d += str(", ps.topk_ratio = ", s.ratio);
+  if (m == compress::Method::kQsgd) d += str(", ps.qsgd_levels = ", s.levels);
+  return d;
+}
+
+}  // namespace
+
+std::string codec_difference(const CodecSpec& worker, const CodecSpec& server) {
+  if (worker == server) return "";
+  std::string w = describe(worker), s = describe(server);
+  if (w == s) {  // the same keys: the seed (random-k's indices, QSGD's draws) differs
+    w += " with another run.seed";
+    s += " with its run.seed";
+  }
+  return str("pushes with ", w, ", this server expects ", s);
+}
+
 std::unique_ptr<compress::Compressor> make_push_codec(const PushCompression& c, int rank,
                                                       int server) {
   const uint64_t seed = derive_seed(derive_seed(c.seed, uint64_t(rank)), uint64_t(server));

@@ -5,7 +5,9 @@
 //
 // The frame: encode_push's 32-byte header with the codec (compress::Method) in its first pad
 // byte, then the message (message_bytes(range size) bytes) where the f32 values would be. The
-// server refuses a push whose codec or message size is not what it expects (PushDecoder).
+// server refuses a push whose codec or message size is not what it expects (PushDecoder), and
+// before that a worker whose hello carries another codec spec (codec_difference): QSGD's levels
+// and random-k's seed do not show in a message's size.
 //
 // Streams: one per (worker, server). Each encodes at scale 1 (the server averages, as for
 // uncompressed pushes) with round = the push's step, which the header carries, and a seed of its
@@ -37,6 +39,11 @@ struct PushCompression {
 void add_push_compression_keys(ConfigRegistry& r);
 // Those keys, checked (InvalidArgument naming the key).
 PushCompression push_compression_from_config(const Config& cfg);
+
+// What a worker says at hello about its pushes (zeros for none), and the refusal of a worker
+// whose spec is not the server's: empty when they agree, else what differs, naming the keys.
+CodecSpec codec_spec(const PushCompression& c);
+std::string codec_difference(const CodecSpec& worker, const CodecSpec& server);
 
 // The codec of worker `rank`'s pushes to server `server` (its own seed, above).
 std::unique_ptr<compress::Compressor> make_push_codec(const PushCompression& c, int rank,

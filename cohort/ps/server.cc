@@ -137,6 +137,13 @@ Bytes ParamServer::hello(uint64_t peer, const Bytes& payload) {
     log::warn("ps", msg);
     throw InvalidArgument(msg);
   }
+  const std::string codec = codec_difference(h.codec, codec_spec(o_.compression));
+  if (!codec.empty()) {
+    const std::string msg = str(who(), ": worker ", h.rank, " ", codec,
+                                "; every worker and server must have the same ps.compression keys");
+    log::warn("ps", msg);
+    throw InvalidArgument(msg);
+  }
   for (const auto& [other, rank] : ranks_)
     COHORT_CHECK_ARG(rank != h.rank, who(), ": worker ", h.rank,
                      " said hello twice (it is already connected)");

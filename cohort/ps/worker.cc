@@ -180,7 +180,8 @@ int64_t PsWorker::connect(int i, int64_t after, const std::string& why,
                                    .connect_timeout = o_.timeout,
                                    .timeout = o_.timeout});
   l.generation = generation;
-  const Bytes hello = encode_hello({o_.rank, o_.num_workers, o_.total_steps, layout_});
+  const Bytes hello =
+      encode_hello({o_.rank, o_.num_workers, o_.total_steps, layout_, codec_spec(o_.compression)});
   const HelloReply h =
       decode_hello_reply(l.client->request(hello), server_name(i) + "'s answer to hello");
   l.checkpoints = h.checkpoints != 0;

@@ -1,7 +1,8 @@
 // Compressed pushes (ps/push_codec.h) in one process: a stream's encode/decode with error
 // feedback and random-k's per-worker indices; BSP over two servers with fp16 and bf16 pushes;
 // ASP with top-k; the refusal of a push in another codec or of another size, naming the worker
-// and the keys; and a restarted server that gets the kept (encoded) push replayed as it was.
+// and the keys, and of a worker with other ps.compression keys at hello; and a restarted server
+// that gets the kept (encoded) push replayed as it was.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -166,7 +167,9 @@ TEST(PsPushCodec, APushInAnotherCodecOrOfAnotherSizeIsRefusedNamingTheWorkerAndT
   Job job(2, 1, {.method = Method::kFp16});
   comm::service::Client raw({.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))),
                              .secret_policy = rendezvous::SecretPolicy::kAllowInsecure});
-  raw.request(encode_hello({0, 1, 0, layout_of(model())}));
+  // The hello agrees (a real worker's would not: PsWorker sends its own spec), then the
+  // pushes do not.
+  raw.request(encode_hello({0, 1, 0, layout_of(model()), codec_spec(job.compression)}));
   std::vector<float> g(3, 0.0f);
   std::string m = message_of([&] { raw.request(encode_push(0, 0, {0, 3}, g.data())); });
   EXPECT_NE(m.find("parameter server 0: worker 0 pushed keys [0, 3) compressed as 'none' (0), "
@@ -190,6 +193,31 @@ TEST(PsPushCodec, APushInAnotherCodecOrOfAnotherSizeIsRefusedNamingTheWorkerAndT
   Bytes fp16 = encode_push_frame(0, 0, {0, 7}, uint8_t(Method::kFp16), 14);
   m = message_of([&] { raw2.request(fp16); });
   EXPECT_NE(m.find("compressed as 'fp16' (1), this server expects 'none'"), std::string::npos) << m;
+}
+
+// What a push's size cannot show (QSGD's levels, the seed of random-k's indices) is agreed at
+// hello: a worker with other ps.compression keys is refused before it pushes, naming them.
+TEST(PsPushCodec, AWorkerWithOtherCompressionKeysIsRefusedAtHello) {
+  Job job(1, 1, {.method = Method::kQsgd, .levels = 8, .seed = 5});
+  auto refusal = [&](PushCompression c) {
+    WorkerOptions w = job.worker(0, 1);
+    w.compression = c;
+    return message_of([&] { PsWorker worker(w, layout_of(model())); });
+  };
+  std::string m = refusal({.method = Method::kQsgd, .levels = 4, .seed = 5});
+  EXPECT_NE(m.find("parameter server 0: worker 0 pushes with ps.compression = 'qsgd', "
+                   "ps.qsgd_levels = 4, this server expects ps.compression = 'qsgd', "
+                   "ps.qsgd_levels = 8; every worker and server must have the same "
+                   "ps.compression keys"),
+            std::string::npos)
+      << m;
+  m = refusal({.method = Method::kQsgd, .levels = 8, .seed = 6});
+  EXPECT_NE(m.find("with another run.seed"), std::string::npos) << m;
+  m = refusal({});
+  EXPECT_NE(m.find("worker 0 pushes with ps.compression = 'none', this server expects "
+                   "ps.compression = 'qsgd'"),
+            std::string::npos)
+      << m;
 }
 
 // A server that restarts from its checkpoint gets the worker's kept push replayed: the same

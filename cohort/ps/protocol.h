@@ -3,8 +3,9 @@
 // request starts with its kind and the worker's rank; the server answers each one:
 //
 //   hello  {rank, num_workers, total_steps, [(name, numel)],  -> HelloReply    first, and
-//           codec spec}                                           again after a reconnect (a
-//          restarted server tells where it resumed); the codec spec must be the server's
+//           codec spec}                                                         again after a
+//          reconnect (a restarted server tells where it resumed); the codec spec (CodecSpec,
+//          push_codec.h) must be the server's
 //   pull   {rank}                                              -> f32[range]   current values
 //   push   {rank, step, begin, end, codec, 2 zero bytes,       -> {PushReply, f32[range]}
 //           f32[end - begin] grads}  (the header is 32 bytes: the grads are 16-byte aligned in

@@ -1,8 +1,9 @@
 #pragma once
 // Gradient compressors: one codec turns a float vector into a message of fewer bytes and back.
-// Written once here for every user that moves gradients (DDP comm hooks today,
-// parallel/compression_hook.h; compressed gossip, parallel/choco_gossip.h; the parameter-server
-// push later). No tensor, no network: spans of floats in, bytes out; the caller moves the bytes.
+// Written once here for every user that moves gradients: DDP comm hooks
+// (parallel/compression_hook.h), compressed gossip (parallel/choco_gossip.h) and the
+// parameter-server push (ps/push_codec.h). No tensor, no network: spans of floats in, bytes
+// out; the caller moves the bytes.
 //
 //   auto c = compress::make_compressor({.method = compress::Method::kTopK, .ratio = 0.01});
 //   std::vector<uint8_t> msg(c->message_bytes(n));

@@ -7,9 +7,9 @@
 namespace cohort::ps {
 namespace {
 
-// kind u8, rank i32, step i64, begin i64, end i64, then zeros up to 32 bytes.
-constexpr size_t kPushPadBytes = 3;
-constexpr size_t kPushHeaderBytes = 1 + 4 + 3 * 8 + kPushPadBytes;
+// kind u8, rank i32, step i64, begin i64, end i64, codec u8, then zeros up to 32 bytes.
+constexpr size_t kPushPadBytes = 2;
+constexpr size_t kPushHeaderBytes = 1 + 4 + 3 * 8 + 1 + kPushPadBytes;
 static_assert(kPushHeaderBytes == 32);
 
 template <typename T>
@@ -71,6 +71,10 @@ Bytes encode_hello(const Hello& h) {
     b.insert(b.end(), p.name.begin(), p.name.end());
     put(b, p.numel);
   }
+  put(b, h.codec.method);
+  put(b, h.codec.ratio);
+  put(b, h.codec.levels);
+  put(b, h.codec.seed);
   return b;
 }
 
@@ -97,18 +101,43 @@ Bytes encode_simple(MsgKind kind, int32_t rank) {
   return b;
 }
 
-Bytes encode_push(int32_t rank, int64_t step, KeyRange range, const float* grads) {
+namespace {
+
+// The 32-byte push header, with room reserved for `body` bytes after it.
+Bytes push_header(int32_t rank, int64_t step, KeyRange range, uint8_t codec, size_t body) {
   Bytes b;
-  b.reserve(kPushHeaderBytes + size_t(range.size()) * sizeof(float));
+  b.reserve(kPushHeaderBytes + body);
   put(b, MsgKind::kPush);
   put(b, rank);
   put(b, step);
   put(b, range.begin);
   put(b, range.end);
+  put(b, codec);
   b.resize(kPushHeaderBytes, 0);  // padding: the grads start 32 bytes in
-  const auto* p = reinterpret_cast<const uint8_t*>(grads);
-  b.insert(b.end(), p, p + size_t(range.size()) * sizeof(float));
   return b;
+}
+
+}  // namespace
+
+Bytes encode_push(int32_t rank, int64_t step, KeyRange range, const float* grads) {
+  const size_t n = size_t(range.size()) * sizeof(float);
+  Bytes b = push_header(rank, step, range, 0, n);
+  const auto* p = reinterpret_cast<const uint8_t*>(grads);
+  b.insert(b.end(), p, p + n);
+  return b;
+}
+
+Bytes encode_push_frame(int32_t rank, int64_t step, KeyRange range, uint8_t codec,
+                        size_t message_bytes) {
+  COHORT_CHECK_ARG(codec != 0, "encode_push_frame: codec 0 is an uncompressed push (encode_push)");
+  Bytes b = push_header(rank, step, range, codec, message_bytes);
+  b.resize(kPushHeaderBytes + message_bytes, 0);
+  return b;
+}
+
+std::span<uint8_t> push_message(Bytes& frame) {
+  COHORT_CHECK_ARG(frame.size() >= kPushHeaderBytes, "push_message: not a push frame");
+  return {frame.data() + kPushHeaderBytes, frame.size() - kPushHeaderBytes};
 }
 
 MsgKind peek_kind(const Bytes& b) {
@@ -140,6 +169,10 @@ Hello decode_hello(const Bytes& b) {
     h.layout.total += p.numel;
     h.layout.params.push_back(std::move(p));
   }
+  h.codec.method = r.get<uint8_t>();
+  h.codec.ratio = r.get<double>();
+  h.codec.levels = r.get<int32_t>();
+  h.codec.seed = r.get<uint64_t>();
   return h;
 }
 
@@ -151,13 +184,16 @@ Push decode_push(const Bytes& b) {
   p.step = r.get<int64_t>();
   p.range.begin = r.get<int64_t>();
   p.range.end = r.get<int64_t>();
+  p.codec = r.get<uint8_t>();
   for (size_t i = 0; i < kPushPadBytes; ++i)
     COHORT_CHECK_ARG(r.get<uint8_t>() == 0, "parameter server: push header padding is not zero");
   size_t n = 0;
   const uint8_t* rest = r.rest(&n);
+  p.grads = rest;
+  p.bytes = n;
+  if (p.codec != 0) return p;  // a message: its size is checked against its codec's
   COHORT_CHECK_ARG(n % sizeof(float) == 0, "parameter server: push of ", n,
                    " bytes is not a whole number of f32 values");
-  p.grads = rest;
   p.count = int64_t(n / sizeof(float));
   return p;
 }

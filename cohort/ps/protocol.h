@@ -2,12 +2,16 @@
 // The parameter server's messages, carried as service-channel requests (comm/service). Every
 // request starts with its kind and the worker's rank; the server answers each one:
 //
-//   hello  {rank, num_workers, total_steps, [(name, numel)]}  -> HelloReply    first, and
-//          again after a reconnect (a restarted server tells where it resumed)
+//   hello  {rank, num_workers, total_steps, [(name, numel)],  -> HelloReply    first, and
+//           codec spec}                                                         again after a
+//          reconnect (a restarted server tells where it resumed); the codec spec (CodecSpec,
+//          push_codec.h) must be the server's
 //   pull   {rank}                                              -> f32[range]   current values
-//   push   {rank, step, begin, end, 3 zero bytes,              -> {PushReply, f32[range]}
+//   push   {rank, step, begin, end, codec, 2 zero bytes,       -> {PushReply, f32[range]}
 //           f32[end - begin] grads}  (the header is 32 bytes: the grads are 16-byte aligned in
-//           a received payload, so a server applies them where they lie)
+//           a received payload, so a server applies them where they lie). codec 0: the grads
+//           as f32; else a compress::Method and, instead of the grads, its message
+//           (push_codec.h)
 //          BSP: answered once the step's update is applied (push + pull in one round trip,
 //          BytePS's push_pull); ASP: at once, after this push's update; SSP: once the slowest
 //          worker is close enough (consistency.h)
@@ -17,6 +21,7 @@
 // Little-endian, fixed-width integers; strings and arrays are length-prefixed (u32 / i64).
 // Malformed input throws InvalidArgument (the server fails that request, naming it).
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,11 +47,22 @@ int64_t publish_server(rendezvous::Store& store, int index, const std::string& a
 
 enum class MsgKind : uint8_t { kHello = 1, kPull = 2, kPush = 3, kBye = 4 };
 
+// How a worker's pushes are compressed (push_codec.h), agreed at hello: a mismatch the push's
+// size would not show (QSGD's levels, random-k's seed) is refused before any push.
+struct CodecSpec {
+  uint8_t method = 0;  // compress::Method; 0: none (the rest is then 0)
+  double ratio = 0;
+  int32_t levels = 0;
+  uint64_t seed = 0;
+  bool operator==(const CodecSpec&) const = default;
+};
+
 struct Hello {
   int32_t rank = 0;
   int32_t num_workers = 0;
   int64_t total_steps = 0;  // for the server's LR schedule (0: unknown)
   Layout layout;
+  CodecSpec codec;
 };
 
 struct Push {
@@ -57,6 +73,9 @@ struct Push {
   // as a float when the payload's buffer is, e.g. a freshly allocated Bytes).
   const uint8_t* grads = nullptr;
   int64_t count = 0;
+  // A compressed push (push_codec.h): codec != 0 and `bytes` of message at `grads`; count 0.
+  uint8_t codec = 0;
+  size_t bytes = 0;
 };
 
 // The server's answer to a hello.
@@ -83,6 +102,12 @@ HelloReply decode_hello_reply(const Bytes& b, const std::string& what);
 Bytes encode_simple(MsgKind kind, int32_t rank);  // pull, bye
 // The header of a push; the gradients follow (append_floats), so they are copied once.
 Bytes encode_push(int32_t rank, int64_t step, KeyRange range, const float* grads);
+// A compressed push's header (codec != 0) followed by `message_bytes` zeros, into which the
+// caller encodes the message (push_message): the message is written once, in place.
+Bytes encode_push_frame(int32_t rank, int64_t step, KeyRange range, uint8_t codec,
+                        size_t message_bytes);
+// The message part of a frame from encode_push_frame.
+std::span<uint8_t> push_message(Bytes& frame);
 
 MsgKind peek_kind(const Bytes& b);  // InvalidArgument for an empty or unknown message
 int32_t peek_rank(const Bytes& b);

@@ -74,6 +74,7 @@ void add_ps_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  add_push_compression_keys(r);
 }
 
 WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
@@ -103,6 +104,7 @@ WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
   o.timeout = Millis(int64_t(t * 1000.0));
   o.total_steps = ctx.total_steps;
   o.consistency = consistency_from_config(cfg, o.num_workers);
+  o.compression = push_compression_from_config(cfg);
   return o;
 }
 
@@ -153,6 +155,8 @@ void PsMetrics::add_transfer(const TransferStats& t, double seconds, Transfer ki
   if (kind == Transfer::kPushPull) {
     push_bytes += t.bytes_sent;
     push_pull_s += seconds;
+    raw_push_bytes += t.raw_bytes;
+    encode_s += t.encode_s;
   } else {
     pull_s += seconds;
   }
@@ -166,6 +170,12 @@ nlohmann::json PsMetrics::json(bool with_hist) const {
                    {"ssp_blocked_s", blocked_s},     {"dropped_pushes", dropped},
                    {"push_bytes", push_bytes},       {"pull_bytes", pull_bytes},
                    {"push_pull_s", push_pull_s},     {"pull_s", pull_s}};
+  if (raw_push_bytes > 0) {  // compressed pushes: as the DDP hook's compress_* fields
+    j["compress_raw_bytes"] = raw_push_bytes;
+    j["compress_message_bytes"] = push_bytes;
+    j["compress_ratio"] = push_bytes > 0 ? double(raw_push_bytes) / double(push_bytes) : 0.0;
+    j["compress_encode_ms"] = 1e3 * encode_s / n;  // per push (over the servers)
+  }
   if (with_hist) {
     nlohmann::json h = nlohmann::json::object();
     for (size_t i = 0; i < hist.size(); ++i)
@@ -178,6 +188,7 @@ nlohmann::json PsMetrics::json(bool with_hist) const {
 PsStrategy::PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions options)
     : Strategy(ctx), params_(ctx.model.named_parameters()), layout_(layout_of(params_)) {
   mode_ = options.consistency.mode;
+  compression_ = options.compression.method;
   worker_ = std::make_unique<PsWorker>(std::move(options), layout_);
   grads_.resize(size_t(layout_.total));
   values_.resize(size_t(layout_.total));
@@ -219,6 +230,8 @@ nlohmann::json PsStrategy::take_interval_metrics() {
 nlohmann::json PsStrategy::summary_metrics() const {
   nlohmann::json j = run_.json(true);
   j["ps_mode"] = mode_name(mode_);
+  if (compression_ != compress::Method::kNone)
+    j["compression"] = compress::method_name(compression_);
   return j;
 }
 

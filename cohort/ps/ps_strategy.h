@@ -32,14 +32,17 @@ enum class Transfer { kPushPull, kPull };
 // A worker's view of its pushes (the servers' replies): staleness (max, mean, histogram of
 // 0..7 and 8+), lead over the slowest worker, time its pulls were held by SSP, dropped pushes;
 // and its traffic: push_bytes (gradients sent), pull_bytes (values received, by push_pull and
-// by the initial pull), and the seconds spent in push_pull (push_pull_s: the round trip,
-// waiting for the servers included) and in pull (pull_s).
+// by the initial pull; compressed: the message bytes), and the seconds spent in push_pull
+// (push_pull_s: the round trip, waiting for the servers included) and in pull (pull_s).
 struct PsMetrics {
   int64_t pushes = 0, staleness_max = 0, lead_max = 0, dropped = 0;
   double staleness_sum = 0, blocked_s = 0;
   std::vector<uint64_t> hist;
   uint64_t push_bytes = 0, pull_bytes = 0;
   double push_pull_s = 0, pull_s = 0;
+  // Compressed pushes (ps.compression): the f32 bytes pushed before encoding, encode seconds.
+  uint64_t raw_push_bytes = 0;
+  double encode_s = 0;
   void add(const PushReply& r);
   void add_transfer(const TransferStats& t, double seconds, Transfer kind);
   nlohmann::json json(bool with_hist) const;
@@ -65,6 +68,7 @@ class PsStrategy : public parallel::Strategy {
   int64_t step_ = 0;
   parallel::StrategyStats stats_;
   Mode mode_;
+  compress::Method compression_ = compress::Method::kNone;
   PsMetrics interval_, run_;
 };
 

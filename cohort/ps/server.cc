@@ -11,6 +11,7 @@ using detail::str;
 
 ParamServer::ParamServer(ServerOptions options)
     : o_(std::move(options)),
+      decoder_(o_.compression, o_.index, std::max(o_.num_workers, 1)),
       gate_(std::max(o_.num_workers, 1),
             o_.consistency.mode == Mode::kSsp ? o_.consistency.staleness : SspGate::kUnbounded),
       intervals_(std::max(o_.num_workers, 1)) {
@@ -136,6 +137,13 @@ Bytes ParamServer::hello(uint64_t peer, const Bytes& payload) {
     log::warn("ps", msg);
     throw InvalidArgument(msg);
   }
+  const std::string codec = codec_difference(h.codec, codec_spec(o_.compression));
+  if (!codec.empty()) {
+    const std::string msg = str(who(), ": worker ", h.rank, " ", codec,
+                                "; every worker and server must have the same ps.compression keys");
+    log::warn("ps", msg);
+    throw InvalidArgument(msg);
+  }
   for (const auto& [other, rank] : ranks_)
     COHORT_CHECK_ARG(rank != h.rank, who(), ": worker ", h.rank,
                      " said hello twice (it is already connected)");
@@ -156,10 +164,11 @@ int ParamServer::rank_of(uint64_t peer, int32_t claimed) const {
 std::optional<Bytes> ParamServer::push(uint64_t peer, uint64_t id, const Bytes& payload) {
   Push p = decode_push(payload);
   const int rank = rank_of(peer, p.rank);
-  COHORT_CHECK_ARG(p.range == range_ && p.count == range_.size(), who(), ": worker ", rank,
-                   " pushed ", p.count, " values for keys [", p.range.begin, ", ", p.range.end,
-                   "); this server owns keys [", range_.begin, ", ", range_.end, ") (",
-                   range_.size(), " values)");
+  decoder_.check(p, rank, range_, who());
+  COHORT_CHECK_ARG(p.codec != 0 || (p.range == range_ && p.count == range_.size()), who(),
+                   ": worker ", rank, " pushed ", p.count, " values for keys [", p.range.begin,
+                   ", ", p.range.end, "); this server owns keys [", range_.begin, ", ", range_.end,
+                   ") (", range_.size(), " values)");
   const auto now = std::chrono::steady_clock::now();
   if (!first_push_) first_push_ = now;
   intervals_.pushed(rank, now);
@@ -200,7 +209,7 @@ std::optional<Bytes> ParamServer::push_bsp(int rank, uint64_t peer, uint64_t id,
                    ", ", p.range.end, ") twice in step ", step_);
   std::vector<float>& g = grads_[size_t(rank)];
   g.resize(size_t(range_.size()));
-  std::memcpy(g.data(), p.grads, g.size() * sizeof(float));
+  read_grad(p, rank, g.data());
   pushed_[rank] = {peer, id, reply, {}};
   if (int(pushed_.size()) == o_.num_workers - o_.consistency.backup_workers) apply_update();
   return std::nullopt;
@@ -215,11 +224,10 @@ std::optional<Bytes> ParamServer::push_async(int rank, uint64_t peer, uint64_t i
   reply.lead = int32_t(gate_.push(rank));
   record_staleness(reply.staleness);
   // The gradient where it lies in the request when it is aligned (it is in a fresh payload),
-  // else copied into a reused tensor.
-  const bool in_place = reinterpret_cast<uintptr_t>(p.grads) % alignof(float) == 0;
+  // else copied (or decoded) into a reused tensor.
+  const bool in_place = p.codec == 0 && reinterpret_cast<uintptr_t>(p.grads) % alignof(float) == 0;
   if (!in_place && !push_grad_.defined()) push_grad_ = empty({range_.size()});
-  if (!in_place)
-    std::memcpy(push_grad_.data<float>(), p.grads, size_t(range_.size()) * sizeof(float));
+  if (!in_place) read_grad(p, rank, push_grad_.data<float>());
   optimize(in_place
                ? from_external(const_cast<uint8_t*>(p.grads), {range_.size()}, DType::f32, nullptr)
                : push_grad_,
@@ -236,6 +244,16 @@ std::optional<Bytes> ParamServer::push_async(int rank, uint64_t peer, uint64_t i
   }
   release_held();  // this push may have moved the slowest worker on
   return now;
+}
+
+void ParamServer::read_grad(const Push& p, int rank, float* out) const {
+  const size_t n = size_t(range_.size());
+  if (p.codec == 0) {
+    std::memcpy(out, p.grads, n * sizeof(float));
+    return;
+  }
+  std::fill(out, out + n, 0.0f);
+  decoder_.decode_add(p, rank, {out, n});
 }
 
 void ParamServer::record_staleness(int64_t tau) {

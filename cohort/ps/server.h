@@ -25,6 +25,10 @@
 //      when a push or a goodbye moves the slowest worker on.
 //   The staleness of a push: the server's updates applied since the values that worker last
 //   received (Zhang et al.'s tau); its lead: the steps it is ahead of the slowest worker.
+//   Compressed pushes (o_.compression, push_codec.h): each worker's message is decoded
+//   separately (BSP: into that worker's gradient, then summed in rank order as above; ASP/SSP:
+//   into the gradient applied); a push in another codec or of another size is refused naming
+//   the worker and the range.
 //   4. each worker says bye; wait() returns once all N did.
 // A worker that leaves without bye makes wait() throw naming it, at once or, with
 // `rejoin_timeout`, if it does not come back within it: a worker restarted alone says hello
@@ -64,6 +68,7 @@
 #include "cohort/optim/schedule.h"
 #include "cohort/ps/consistency.h"
 #include "cohort/ps/protocol.h"
+#include "cohort/ps/push_codec.h"
 #include "cohort/ps/server_metrics.h"
 #include "cohort/ps/server_state.h"
 
@@ -84,6 +89,8 @@ struct ServerOptions {
   std::function<std::unique_ptr<optim::Optimizer>(optim::NamedParams)> make_optimizer;
   std::function<std::unique_ptr<optim::LrSchedule>(int64_t total_steps)> make_schedule;
   Consistency consistency;
+  // The codec every worker's pushes must come in (push_codec.h); none: f32 values as before.
+  PushCompression compression;
   // How long a worker that left without goodbye may take to come back (above); 0: never.
   Millis rejoin_timeout{0};
   // Recovery (above). ckpt_dir empty or ckpt_every 0: no checkpoints (workers keep nothing),
@@ -147,6 +154,8 @@ class ParamServer {
   std::optional<Bytes> push(uint64_t peer, uint64_t id, const Bytes& payload);
   std::optional<Bytes> push_bsp(int rank, uint64_t peer, uint64_t id, const Push& p);
   std::optional<Bytes> push_async(int rank, uint64_t peer, uint64_t id, const Push& p);
+  // Worker `rank`'s gradient of the range from its push into out (decoded when compressed).
+  void read_grad(const Push& p, int rank, float* out) const;
   void apply_update();  // enough pushes of step_ are in: average, optimize, answer them
   // One optimizer step of the slice with `grad` at schedule step `step`, lr / lr_divisor.
   void optimize(Tensor grad, int64_t step, double lr_divisor);
@@ -171,9 +180,10 @@ class ParamServer {
   Layout layout_;
   KeyRange range_;
   Tensor shard_;  // 1-D f32 [range_.size()]: the values this server owns
-  // ASP/SSP: the push being applied, copied out of the (unaligned) payload; reused, not
-  // allocated per push.
+  // ASP/SSP: the push being applied, copied out of the (unaligned) payload or decoded; reused,
+  // not allocated per push.
   Tensor push_grad_;
+  PushDecoder decoder_;
   std::unique_ptr<optim::Optimizer> opt_;
   std::unique_ptr<optim::LrSchedule> schedule_;
 

@@ -113,6 +113,10 @@ PsWorker::PsWorker(WorkerOptions options, Layout layout)
   COHORT_CHECK_ARG(o_.store != nullptr, "parameter server worker: no rendezvous store");
   ranges_ = partition_keys(layout_.total, o_.num_servers);
   links_.resize(size_t(o_.num_servers));
+  if (o_.compression.enabled()) {
+    for (int i = 0; i < o_.num_servers; ++i)
+      links_[size_t(i)].encoder = std::make_unique<PushEncoder>(o_.compression, o_.rank, i);
+  }
   std::vector<int64_t> next(size_t(o_.num_servers));
   on_every_server([&](int i) {
     next[size_t(i)] = links_[size_t(i)].skip_until =
@@ -176,7 +180,8 @@ int64_t PsWorker::connect(int i, int64_t after, const std::string& why,
                                    .connect_timeout = o_.timeout,
                                    .timeout = o_.timeout});
   l.generation = generation;
-  const Bytes hello = encode_hello({o_.rank, o_.num_workers, o_.total_steps, layout_});
+  const Bytes hello =
+      encode_hello({o_.rank, o_.num_workers, o_.total_steps, layout_, codec_spec(o_.compression)});
   const HelloReply h =
       decode_hello_reply(l.client->request(hello), server_name(i) + "'s answer to hello");
   l.checkpoints = h.checkpoints != 0;
@@ -255,10 +260,24 @@ TransferStats PsWorker::pull(float* flat) {
   return s;
 }
 
+Bytes PsWorker::frame(int i, int64_t step, const float* grads) {
+  Link& l = links_[size_t(i)];
+  const KeyRange r = ranges_[size_t(i)];
+  if (!l.encoder) {  // as before compression: the values, copied once into the request
+    l.sent = uint64_t(r.size()) * sizeof(float);
+    return encode_push(o_.rank, step, r, grads + r.begin);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  Bytes push = l.encoder->encode(step, r, {grads + r.begin, size_t(r.size())});
+  l.encode_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  l.sent = l.encoder->message_bytes(size_t(r.size()));
+  return push;
+}
+
 PushReply PsWorker::push_to(int i, int64_t step, const float* grads, float* values) {
   Link& l = links_[size_t(i)];
   const KeyRange r = ranges_[size_t(i)];
-  Bytes push = encode_push(o_.rank, step, r, grads + r.begin);
+  Bytes push = frame(i, step, grads);
   const std::string what = str(server_name(i), "'s answer to the push of step ", step);
   const PushReply reply = with_recovery(i, step, [&] {
     if (step < l.skip_until) {  // the server holds this push already (it restarted from a
@@ -286,8 +305,12 @@ TransferStats PsWorker::push_pull(int64_t step, const float* grads, float* value
     s.reply.dropped |= p.dropped;
     s.reply.held_s = std::max(s.reply.held_s, p.held_s);
   }
-  s.bytes_sent = uint64_t(layout_.total) * sizeof(float);
-  s.bytes_received = s.bytes_sent;
+  for (const Link& l : links_) {
+    s.bytes_sent += l.sent;
+    s.encode_s += l.encode_s;
+  }
+  s.bytes_received = uint64_t(layout_.total) * sizeof(float);
+  if (o_.compression.enabled()) s.raw_bytes = s.bytes_received;  // the f32 gradient's bytes
   return s;
 }
 

@@ -13,6 +13,9 @@
 // about ckpt.every_steps pushes of the model's size. Without checkpoints a broken connection is
 // an IoError naming the server, as before.
 //
+// Compressed pushes (WorkerOptions::compression, push_codec.h): each server's range is encoded
+// with that link's codec and residual; the kept pushes are the encoded frames.
+//
 // push_pull() sends every server its range of the gradient at once (one request per server,
 // all in flight before waiting for any) and writes back the values each server answers once
 // the server answers (BSP: the step's update is applied; SSP: the slowest worker is close
@@ -28,6 +31,7 @@
 #include "cohort/comm/service/client.h"
 #include "cohort/ps/consistency.h"
 #include "cohort/ps/protocol.h"
+#include "cohort/ps/push_codec.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::ps {
@@ -47,10 +51,17 @@ struct WorkerOptions {
   // A worker restarted alone: it resumes where the servers are (start_step()) instead of
   // requiring them to be at step 0.
   bool rejoin = false;
+  // Compressed pushes (push_codec.h): the servers must be given the same. A residual per
+  // server lives here; the kept pushes (above) are the encoded frames, replayed as they were.
+  PushCompression compression;
 };
 
 struct TransferStats {
   uint64_t bytes_sent = 0, bytes_received = 0;
+  // Compressed pushes only (0 otherwise): the f32 bytes the messages stand for, and the seconds
+  // spent encoding them (summed over the servers, which encode in parallel).
+  uint64_t raw_bytes = 0;
+  double encode_s = 0;
   // push_pull: over the servers, the largest staleness, lead and hold, and whether any server
   // dropped the push (BSP with backup workers).
   PushReply reply;
@@ -97,7 +108,12 @@ class PsWorker {
     bool checkpoints = false;
     int64_t skip_until = 0;  // pushes of steps below this the server already holds
     std::deque<std::pair<int64_t, Bytes>> kept;
+    std::unique_ptr<PushEncoder> encoder;  // compressed pushes only
+    uint64_t sent = 0;                     // the last push's value or message bytes
+    double encode_s = 0;                   // and its encoding time
   };
+  // The push frame of `step` to server i: f32 values, or the encoded message.
+  Bytes frame(int i, int64_t step, const float* grads);
   std::string server_name(int i) const;
   // Finds server i's newest address (a generation above `after`), connects, says hello.
   // Returns where its pushes resume. `why`: what broke the last connection, for errors.

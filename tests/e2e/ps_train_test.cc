@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cohort/ckpt/safetensors.h"
+#include "tests/e2e/ps_job.h"
 #include "tests/e2e/run_cli.h"
 #include "tests/e2e/run_dirs.h"
 
@@ -27,14 +28,8 @@ bool contains(const CliResult& r, const std::string& s) {
   return r.output.find(s) != std::string::npos;
 }
 
-// 1280 synthetic samples: 20 steps of 2 x 32 (two workers) or of 64 (one).
 std::string job(const fs::path& dir, const std::string& name, int batch) {
-  return "train /dev/null --set data.dataset=synthetic --set data.synthetic_samples=1280"
-         " --set data.batch_size=" +
-         std::to_string(batch) +
-         " --set run.threads=1 --set run.log_every=5 --set run.progress=none"
-         " --set comm.timeout_s=30 --set ckpt.async=false --set run.dir=" +
-         dir.string() + " --set run.name=" + name;
+  return cohort::testing::ps_job(dir, name, batch);
 }
 
 cohort::NamedTensors final_model(const fs::path& run) {

@@ -1,0 +1,143 @@
+#include "cohort/ps/push_codec.h"
+
+#include <algorithm>
+
+#include "cohort/core/error.h"
+#include "cohort/core/rng.h"
+
+namespace cohort::ps {
+
+using detail::str;
+
+void add_push_compression_keys(ConfigRegistry& r) {
+  // Own keys rather than ddp.*: a PS job's push is another stream than DDP's buckets (a key
+  // range per server), and the defaults differ (10% suits a range better than 1% of a bucket).
+  r.add({"ps.compression", ConfigType::kString, std::string("none"),
+         "Compress each push (docs/ps.md, \"Compressed pushes\"): none, fp16, bf16, topk, "
+         "randomk (k = ps.topk_ratio of each server's range), signsgd, qsgd (ps.qsgd_levels). "
+         "The servers decode every worker's message separately.",
+         "", compress::method_names()});
+  r.add({"ps.topk_ratio",
+         ConfigType::kFloat,
+         0.1,
+         "ps.compression = topk, randomk: the share of each server's key range pushed per step, "
+         "in (0, 1].",
+         "",
+         {},
+         0.0,
+         1.0});
+  r.add({"ps.qsgd_levels",
+         ConfigType::kInt,
+         int64_t(8),
+         "ps.compression = qsgd: the quantization levels s (each value travels as a byte).",
+         "",
+         {},
+         1.0,
+         127.0});
+  r.add({"ps.error_feedback", ConfigType::kBool, true,
+         "ps.compression = topk, randomk, signsgd: each worker keeps, per server, what it did not "
+         "push and adds it to the next push (not checkpointed: a restarted worker starts from "
+         "zero residuals)."});
+}
+
+PushCompression push_compression_from_config(const Config& cfg) {
+  PushCompression c;
+  c.method = compress::parse_method(cfg.get_string("ps.compression"), "ps.compression");
+  c.ratio = cfg.get_float("ps.topk_ratio");
+  COHORT_CHECK_ARG(c.ratio > 0 && c.ratio <= 1, "ps.topk_ratio = ", c.ratio, " is outside (0, 1]");
+  c.levels = int(cfg.get_int("ps.qsgd_levels"));
+  COHORT_CHECK_ARG(c.levels >= 1 && c.levels <= 127, "ps.qsgd_levels = ", c.levels,
+                   " is outside [1, 127]");
+  c.error_feedback = cfg.get_bool("ps.error_feedback");
+  uint64_t seed = 0x636f686f7274;  // run.seed when the trainer declares it
+  if (cfg.registry().find("run.seed") != nullptr) seed = uint64_t(cfg.get_int("run.seed"));
+  c.seed = derive_seed(seed, "ps.push_codec");
+  return c;
+}
+
+CodecSpec codec_spec(const PushCompression& c) {
+  if (!c.enabled()) return {};
+  return {uint8_t(c.method), c.ratio, c.levels, c.seed};
+}
+
+namespace {
+
+std::string describe(const CodecSpec& s) {
+  if (s.method >= compress::method_names().size()) return str("codec ", int(s.method));
+  const auto m = compress::Method(s.method);
+  std::string d = str("ps.compression = '", compress::method_name(m), "'");
+  if (m == compress::Method::kTopK || m == compress::Method::kRandomK)
+    d += str(", ps.topk_ratio = ", s.ratio);
+  if (m == compress::Method::kQsgd) d += str(", ps.qsgd_levels = ", s.levels);
+  return d;
+}
+
+}  // namespace
+
+std::string codec_difference(const CodecSpec& worker, const CodecSpec& server) {
+  if (worker == server) return "";
+  std::string w = describe(worker), s = describe(server);
+  if (w == s) {  // the same keys: the seed (random-k's indices, QSGD's draws) differs
+    w += " with another run.seed";
+    s += " with its run.seed";
+  }
+  return str("pushes with ", w, ", this server expects ", s);
+}
+
+std::unique_ptr<compress::Compressor> make_push_codec(const PushCompression& c, int rank,
+                                                      int server) {
+  const uint64_t seed = derive_seed(derive_seed(c.seed, uint64_t(rank)), uint64_t(server));
+  return compress::make_compressor(
+      {.method = c.method, .ratio = c.ratio, .seed = seed, .levels = c.levels});
+}
+
+namespace {
+
+bool keeps_residual(const PushCompression& c) {
+  using compress::Method;
+  return c.error_feedback &&
+         (c.method == Method::kTopK || c.method == Method::kRandomK || c.method == Method::kSign);
+}
+
+}  // namespace
+
+PushEncoder::PushEncoder(const PushCompression& c, int rank, int server)
+    : rank_(rank), codec_(make_push_codec(c, rank, server)), error_feedback_(keeps_residual(c)) {}
+
+Bytes PushEncoder::encode(int64_t step, KeyRange range, std::span<const float> grads) {
+  Bytes frame = encode_push_frame(rank_, step, range, uint8_t(codec_->method()),
+                                  codec_->message_bytes(grads.size()));
+  codec_->encode(grads, push_message(frame), {.round = uint64_t(step), .scale = 1.0f},
+                 error_feedback_ ? &residual_ : nullptr);
+  return frame;
+}
+
+PushDecoder::PushDecoder(const PushCompression& c, int server, int num_workers)
+    : method_(c.method) {
+  if (!c.enabled()) return;
+  for (int r = 0; r < num_workers; ++r) codecs_.push_back(make_push_codec(c, r, server));
+}
+
+void PushDecoder::check(const Push& p, int rank, KeyRange range, const std::string& who) const {
+  const auto name = [](uint8_t m) {
+    return m < compress::method_names().size() ? compress::method_name(compress::Method(m))
+                                               : "unknown";
+  };
+  COHORT_CHECK_ARG(p.codec == uint8_t(method_), who, ": worker ", rank, " pushed keys [",
+                   p.range.begin, ", ", p.range.end, ") compressed as '", name(p.codec), "' (",
+                   int(p.codec), "), this server expects '", name(uint8_t(method_)),
+                   "' (ps.compression must be the same for every worker and server)");
+  if (p.codec == 0) return;  // the f32 size check is the caller's, as before compression
+  const size_t want = codecs_.at(size_t(rank))->message_bytes(size_t(range.size()));
+  COHORT_CHECK_ARG(p.range == range && p.bytes == want, who, ": worker ", rank, " pushed a ",
+                   p.bytes, "-byte ", name(p.codec), " message for keys [", p.range.begin, ", ",
+                   p.range.end, "); this server owns keys [", range.begin, ", ", range.end,
+                   ") and expects ", want, " bytes for their ", range.size(), " values");
+}
+
+void PushDecoder::decode_add(const Push& p, int rank, std::span<float> out) const {
+  codecs_.at(size_t(rank))
+      ->decode_add({p.grads, p.bytes}, {.round = uint64_t(p.step), .scale = 1.0f}, out);
+}
+
+}  // namespace cohort::ps

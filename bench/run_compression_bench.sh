@@ -3,8 +3,9 @@
 # two "hosts" (network namespaces joined by a veth pair, `tc qdisc ... tbf rate RATE` on both
 # ends), one worker in each, the native TCP backend between them. For every method, at every
 # rate: the training time (evaluations excluded) until the test accuracy, evaluated every
-# --eval-every steps, first reaches --target, training samples/s and the final accuracy; then the medians over
-# --repeats, each method's ratio to ddp, and cohort against the PyTorch peer.
+# --eval-every steps, first reaches --target, training samples/s and the final accuracy; then
+# the medians over --repeats (repeat r runs seed r - 1, cohort's run.seed and torch's, so the
+# accuracy spread is over seeds), each method's ratio to ddp, and cohort against PyTorch.
 #
 #   ddp                      plain data parallelism (the baseline)
 #   local_sgd                parallel.strategy = local_sgd, local_sgd.period = 8
@@ -102,9 +103,9 @@ wait_all() {
   fi
 }
 
-# run_cohort NAME METHOD: both "hosts" at once; prints the job's wall time.
+# run_cohort NAME METHOD SEED: both "hosts" at once; prints the job's wall time.
 run_cohort() {
-  local name="$1" method="$2" port=$((20000 + RANDOM % 20000)) t0 t1 pids=()
+  local name="$1" method="$2" seed="$3" port=$((20000 + RANDOM % 20000)) t0 t1 pids=()
   local secret
   secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   t0=$(date +%s.%N)
@@ -115,7 +116,8 @@ run_cohort() {
       --set run.threads=1 --set ckpt.enabled=false --set run.progress=none \
       --set "train.epochs=$EPOCHS" --set "train.eval_every=$EVAL_EVERY" \
       --set "comm.bind_address=${ADDR[$i]}" --set comm.timeout_s=600 \
-      --set "run.dir=$TMP" --set "run.name=$name" $(method_args "$method") \
+      --set "run.dir=$TMP" --set "run.name=$name" --set "run.seed=$seed" \
+      $(method_args "$method") \
       >"$TMP/$name.$i.log" 2>&1 &
     pids+=($!)
   done
@@ -124,14 +126,16 @@ run_cohort() {
   awk "BEGIN {print $t1 - $t0}"
 }
 
-# run_torch NAME HOOK: bench/torch_slow_link.py in both namespaces; its JSON line in NAME.json.
+# run_torch NAME HOOK SEED: bench/torch_slow_link.py in both namespaces; its JSON line in
+# NAME.json.
 run_torch() {
-  local name="$1" hook="$2" port=$((20000 + RANDOM % 20000)) pids=() model
+  local name="$1" hook="$2" seed="$3" port=$((20000 + RANDOM % 20000)) pids=() model
   model="$(sed -n 's/^type *= *"\(.*\)"/\1/p' "$CONFIG" | head -1)"
   for i in 0 1; do
     ip netns exec "${NS[$i]}" "$PYTHON" "$ROOT/bench/torch_slow_link.py" --node-rank "$i" \
       --master "${ADDR[0]}:$port" --ifname "${DEVS[$i]}" --model "$model" --epochs "$EPOCHS" \
-      --hook "$hook" --rank "$PSGD_RANK" --start-iter 10 >"$TMP/$name.$i.log" 2>&1 &
+      --hook "$hook" --rank "$PSGD_RANK" --start-iter 10 --seed "$seed" \
+      >"$TMP/$name.$i.log" 2>&1 &
     pids+=($!)
   done
   wait_all "$name" "${pids[@]}"
@@ -159,19 +163,19 @@ print(first, sps, "%.4f" % last)
 EOF
 }
 
-# one_run METHOD NAME: prints "wall time_to samples_per_s accuracy" ("-": not measured).
+# one_run METHOD NAME SEED: prints "wall time_to samples_per_s accuracy" ("-": not measured).
 one_run() {
-  local m="$1" name="$2"
+  local m="$1" name="$2" seed="$3"
   if [[ "$m" == torch_* ]]; then
     local hook="${m#torch_}"
     [ "$hook" = ddp ] && hook=none
-    run_torch "$name" "$hook"
+    run_torch "$name" "$hook" "$seed"
     "$PYTHON" -c 'import json, sys; r = json.load(open(sys.argv[1]))
 print("%.1f - %.0f %.4f" % (r["seconds"], r["samples_per_s"], r["accuracy"]))' "$TMP/$name.json"
     return
   fi
   local wall
-  wall=$(run_cohort "$name" "$m")
+  wall=$(run_cohort "$name" "$m" "$seed")
   echo "$wall $(cohort_results "$TARGET" "$TMP/$name/metrics.jsonl")"
 }
 
@@ -183,7 +187,7 @@ for rate in $RATES; do
   set_rate "$rate"
   for r in $(seq "$REPEATS"); do
     for m in $METHODS; do
-      read -r wall tt sps acc < <(one_run "$m" "$m.$rate.$r")
+      read -r wall tt sps acc < <(one_run "$m" "$m.$rate.$r" $((r - 1)))
       printf '  %-8s %-15s run %d: wall %6.1f s, to %s: %6s s, %6s samples/s, accuracy %s\n' \
         "$rate" "$m" "$r" "$wall" "$TARGET" "$tt" "$sps" "$acc"
       echo "$rate $m $wall $tt $sps $acc" >>"$RESULTS"

@@ -9,10 +9,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "cohort/rendezvous/tcp_store.h"
-#include "cohort/rendezvous/tcp_store_server.h"
 #include "tests/comm/collective_util.h"
 #include "tests/comm/fork_ranks.h"
+#include "tests/comm/process_job.h"
 
 namespace cohort::comm {
 namespace {
@@ -22,30 +21,6 @@ using std::chrono::milliseconds;
 using transport::TransportKind;
 
 enum Exit { kOk = 0, kWrongResult = 1, kUnexpectedError = 2, kNoError = 3, kChildTimeout = 99 };
-
-struct Job {
-  int size;
-  TransportKind kind;
-  rendezvous::Secret secret;
-  uint16_t store_port;
-  size_t single_copy_bytes = transport::DeviceOptions{}.shm_single_copy_bytes;
-};
-
-std::shared_ptr<rendezvous::Store> connect_store(const Job& job) {
-  rendezvous::TcpStoreOptions o;
-  o.port = job.store_port;
-  o.secret = job.secret;
-  o.timeout = std::chrono::seconds(20);
-  return std::make_shared<rendezvous::TcpStore>(o);
-}
-
-CommOptions job_options(const Job& job) {
-  CommOptions o = test_options(job.kind);
-  o.device.secret = job.secret;
-  o.device.shm_single_copy_bytes = job.single_copy_bytes;
-  o.timeout = milliseconds(3000);
-  return o;
-}
 
 // Every rank: allreduce sum and avg over a prime count, f32 and bf16, checked exactly.
 int allreduce_child(const Job& job, int rank) {
@@ -127,38 +102,6 @@ std::vector<int> run_processes(const Job& job, int (*fn)(const Job&, int)) {
   return testing::fork_ranks(
       job.size, [&](int r) { return fn(job, r); }, kUnexpectedError, kChildTimeout);
 }
-
-// The store server runs in a process of its own: forking ranks from a process whose server
-// thread may hold a lock (OpenSSL's, the allocator's) at that moment can deadlock the child.
-class StoreProcess {
- public:
-  explicit StoreProcess(const rendezvous::Secret& secret) {
-    int fds[2];
-    EXPECT_EQ(::pipe(fds), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(fds[0]);
-      rendezvous::TcpStoreServerOptions so;
-      so.secret = secret;
-      rendezvous::TcpStoreServer server(so);
-      uint16_t port = server.port();
-      (void)!::write(fds[1], &port, sizeof(port));
-      for (;;) ::pause();  // until the test kills it
-    }
-    ::close(fds[1]);
-    EXPECT_EQ(::read(fds[0], &port_, sizeof(port_)), ssize_t(sizeof(port_)));
-    ::close(fds[0]);
-  }
-  ~StoreProcess() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  uint16_t port() const { return port_; }
-
- private:
-  pid_t pid_ = -1;
-  uint16_t port_ = 0;
-};
 
 class MultiProcess : public ::testing::TestWithParam<TransportKind> {
  protected:

@@ -22,6 +22,7 @@ nlohmann::json CompressionMeter::Totals::json() const {
 }
 
 nlohmann::json CompressionMeter::take_interval() {
+  interval_.encode_s = double(encode_ns_.exchange(0)) * 1e-9;
   interval_.decode_s = double(decode_ns_.exchange(0)) * 1e-9;
   run_.add(interval_);
   nlohmann::json j = interval_.json();
@@ -32,6 +33,7 @@ nlohmann::json CompressionMeter::take_interval() {
 nlohmann::json CompressionMeter::summary(const std::string& method) const {
   Totals t = run_;
   t.add(interval_);
+  t.encode_s += double(encode_ns_.load()) * 1e-9;
   t.decode_s += double(decode_ns_.load()) * 1e-9;
   nlohmann::json j = t.json();
   j["compression"] = method;

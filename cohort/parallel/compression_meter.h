@@ -15,8 +15,10 @@ class CompressionMeter {
   void count_step() { ++interval_.steps; }
   void add_raw_bytes(uint64_t n) { interval_.raw_bytes += n; }
   void add_message_bytes(uint64_t n) { interval_.message_bytes += n; }
-  void add_encode_seconds(double s) { interval_.encode_s += s; }
-  // Decoding may run in a continuation on another thread.
+  // Encoding and decoding may run in continuations on another thread.
+  void add_encode_seconds(double s) {
+    encode_ns_.fetch_add(int64_t(s * 1e9), std::memory_order_relaxed);
+  }
   void add_decode_seconds(double s) {
     decode_ns_.fetch_add(int64_t(s * 1e9), std::memory_order_relaxed);
   }
@@ -34,7 +36,7 @@ class CompressionMeter {
     nlohmann::json json() const;
   };
   Totals interval_, run_;
-  std::atomic<int64_t> decode_ns_{0};
+  std::atomic<int64_t> encode_ns_{0}, decode_ns_{0};
 };
 
 }  // namespace cohort::parallel

@@ -27,16 +27,19 @@ double column_dot(const float* a, int64_t rows, int64_t cols, int64_t i, int64_t
 
 }  // namespace
 
-void orthogonalize_columns(float* a, int64_t rows, int64_t cols) {
+bool orthogonalize_columns(float* a, int64_t rows, int64_t cols) {
+  bool full_rank = true;
   for (int64_t i = 0; i < cols; ++i) {
     double norm = std::sqrt(column_dot(a, rows, cols, i, i));
     float inv = norm > 1e-20 ? float(1.0 / norm) : 0.0f;
+    full_rank = full_rank && inv != 0.0f;
     for (int64_t k = 0; k < rows; ++k) a[k * cols + i] *= inv;
     for (int64_t j = i + 1; j < cols && inv != 0.0f; ++j) {
       float d = float(column_dot(a, rows, cols, i, j));
       for (int64_t k = 0; k < rows; ++k) a[k * cols + j] -= d * a[k * cols + i];
     }
   }
+  return full_rank;
 }
 
 }  // namespace cohort::parallel::low_rank

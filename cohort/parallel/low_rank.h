@@ -17,7 +17,8 @@ struct MatrixPlan {
 MatrixPlan plan_matrix(const std::vector<int64_t>& shape, int rank, double min_rate);
 
 // Makes the columns of a [rows, cols] matrix orthonormal in place (modified Gram-Schmidt, in
-// column order). A zero column stays zero instead of turning into NaN.
-void orthogonalize_columns(float* a, int64_t rows, int64_t cols);
+// column order). A zero column stays zero instead of turning into NaN; returns false when
+// there was one (the caller redraws it: PowerSGD's Q must not lose a direction for good).
+bool orthogonalize_columns(float* a, int64_t rows, int64_t cols);
 
 }  // namespace cohort::parallel::low_rank

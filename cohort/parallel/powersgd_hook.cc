@@ -81,15 +81,33 @@ PowerSgdHook::Plan& PowerSgdHook::plan_for(const GradBucket& b) {
   return plan;
 }
 
-// Q's first draw (and every step's without warm start): standard normal from the shared seed,
-// the parameter's name and, without warm start, the step; equal on every rank.
-void PowerSgdHook::start_q(const std::string& name, const Entry& e, Matrix& m) const {
-  size_t n = size_t(e.matrix.cols) * size_t(e.matrix.rank);
-  if (options_.warm_start && m.q.size() == n) return;
-  Philox rng(derive_seed(options_.seed, name.c_str()));
-  uint64_t stream = options_.warm_start ? 0 : steps_;
-  m.q.resize(n);
-  for (size_t i = 0; i < n; ++i) m.q[i] = rng.normal(i, stream);
+// Standard normal values for every `stride`-th element of q from the shared seed, the
+// parameter's name and `stream`: equal on every rank.
+void PowerSgdHook::fill_normal(const Entry& e, std::span<float> q, int64_t stride,
+                               uint64_t stream) const {
+  Philox rng(derive_seed(options_.seed, e.name.c_str()));
+  for (size_t i = 0; i < q.size(); i += size_t(stride)) q[i] = rng.normal(i, stream);
+}
+
+// Q for this step, orthogonalized (PyTorch does both): drawn on first use (and every step
+// without warm start), else the last step's average. A column that is zero (a step whose M
+// was zero on every rank zeroes it, and a warm start would keep it so for good) is redrawn
+// from the step's stream, the same on every rank.
+void PowerSgdHook::start_q(const Entry& e, Matrix& m) const {
+  const auto& [rows, cols, rank] = e.matrix;
+  size_t n = size_t(cols) * size_t(rank);
+  if (!options_.warm_start || m.q.size() != n) {
+    m.q.resize(n);
+    fill_normal(e, m.q, 1, options_.warm_start ? 0 : steps_);
+  }
+  if (low_rank::orthogonalize_columns(m.q.data(), cols, rank)) return;
+  for (int j = 0; j < rank; ++j) {
+    bool zero = true;
+    for (int64_t k = 0; k < cols && zero; ++k) zero = m.q[size_t(k * rank + j)] == 0.0f;
+    uint64_t stream = steps_ << 16 | uint64_t(j + 1);  // its own draw for every column
+    if (zero) fill_normal(e, std::span<float>(m.q).subspan(size_t(j)), rank, stream);
+  }
+  low_rank::orthogonalize_columns(m.q.data(), cols, rank);
 }
 
 comm::Work PowerSgdHook::run(comm::ProcessGroup& g, const GradBucket& b) {
@@ -129,7 +147,7 @@ comm::Work PowerSgdHook::send_p(comm::ProcessGroup& g, const GradBucket& b, Plan
       for (size_t i = 0; i < e.numel; ++i) r[i] += grad[i];
       m = r.data();
     }
-    start_q(e.name, e, *e.state);
+    start_q(e, *e.state);
     const auto& [rows, cols, rank] = e.matrix;
     cpu::sgemm(rows, rank, cols, 1.0f, MatRef{m, cols}, MatRef{e.state->q.data(), rank}, 0.0f, out,
                rank);

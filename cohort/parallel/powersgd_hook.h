@@ -8,7 +8,8 @@
 // Per bucket and step, each parameter seen as a matrix M [n, m] (conv weights as
 // [out, in * kh * kw]):
 //   1. M = grad + residual (error feedback);
-//   2. P = M Q (Q [m, r]: from a seed shared by every rank, then the previous step's: warm start);
+//   2. P = M Q (Q [m, r]: from a seed shared by every rank, then the previous step's: warm start;
+//      orthogonalized first, as PyTorch does, and a column that collapsed to zero redrawn);
 //      one allreduce(sum) carries every P of the bucket and, in the same buffer, the parameters
 //      that travel uncompressed (1-D ones, and those whose factors would not be 2x smaller);
 //   3. P orthogonalized (Gram-Schmidt); Q = M^T P; a second allreduce carries the Qs;
@@ -18,6 +19,7 @@
 // State: every parameter's Q (equal on every rank) and residual (per rank), in checkpoints.
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,7 +60,8 @@ class PowerSgdHook : public CommHook {
   struct Entry;
   struct Plan;
   Plan& plan_for(const GradBucket& b);
-  void start_q(const std::string& name, const Entry& e, Matrix& m) const;
+  void start_q(const Entry& e, Matrix& m) const;
+  void fill_normal(const Entry& e, std::span<float> q, int64_t stride, uint64_t stream) const;
   comm::Work send_p(comm::ProcessGroup& g, const GradBucket& b, Plan& plan);
   comm::Work send_q(comm::ProcessGroup& g, const GradBucket& b, Plan& plan);
   void finish(const GradBucket& b, Plan& plan, int world);

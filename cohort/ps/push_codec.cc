@@ -55,9 +55,16 @@ PushCompression push_compression_from_config(const Config& cfg) {
   return c;
 }
 
+// Only what the method reads: workers and servers that differ in a knob their codec ignores
+// (an fp16 job's ps.qsgd_levels) still agree.
 CodecSpec codec_spec(const PushCompression& c) {
+  using compress::Method;
   if (!c.enabled()) return {};
-  return {uint8_t(c.method), c.ratio, c.levels, c.seed};
+  CodecSpec s{uint8_t(c.method), 0.0, 0, 0};
+  if (c.method == Method::kTopK || c.method == Method::kRandomK) s.ratio = c.ratio;
+  if (c.method == Method::kQsgd) s.levels = c.levels;
+  if (c.method == Method::kRandomK || c.method == Method::kQsgd) s.seed = c.seed;
+  return s;
 }
 
 namespace {

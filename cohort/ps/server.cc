@@ -219,15 +219,16 @@ std::optional<Bytes> ParamServer::push_async(int rank, uint64_t peer, uint64_t i
   COHORT_CHECK_ARG(p.step == gate_.clock(rank), who(), ": worker ", rank, " pushed keys [",
                    p.range.begin, ", ", p.range.end, ") for step ", p.step, ", expected step ",
                    gate_.clock(rank), " (each worker pushes its steps in order, once)");
+  // The gradient where it lies in the request when it is aligned (it is in a fresh payload),
+  // else copied (or decoded) into a reused tensor; before the clock moves, so a push that
+  // cannot be decoded leaves no trace.
+  const bool in_place = p.codec == 0 && reinterpret_cast<uintptr_t>(p.grads) % alignof(float) == 0;
+  if (!in_place && !push_grad_.defined()) push_grad_ = empty({range_.size()});
+  if (!in_place) read_grad(p, rank, push_grad_.data<float>());
   PushReply reply;
   reply.staleness = int32_t(version_ - sent_version_[size_t(rank)]);
   reply.lead = int32_t(gate_.push(rank));
   record_staleness(reply.staleness);
-  // The gradient where it lies in the request when it is aligned (it is in a fresh payload),
-  // else copied (or decoded) into a reused tensor.
-  const bool in_place = p.codec == 0 && reinterpret_cast<uintptr_t>(p.grads) % alignof(float) == 0;
-  if (!in_place && !push_grad_.defined()) push_grad_ = empty({range_.size()});
-  if (!in_place) read_grad(p, rank, push_grad_.data<float>());
   optimize(in_place
                ? from_external(const_cast<uint8_t*>(p.grads), {range_.size()}, DType::f32, nullptr)
                : push_grad_,

@@ -117,6 +117,26 @@ TEST(PowerSgdHook, ReconstructsARankRAverageExactlyAndAveragesOneDTensors) {
   }
 }
 
+// A step whose gradient is zero on every rank (an unused layer, a zero-initialized one after
+// it) zeroes Q; the next step must still factorize, not send zeros for good.
+TEST(PowerSgdHook, AZeroGradientStepDoesNotStopTheMatrixTraining) {
+  OneBucket b;
+  auto fill = [&](int r, size_t i, int s) { return s == 0 ? 0.0f : rank_one(b, r, i, s); };
+  auto out =
+      run_bucket(b, make_hooks({.rank = 1, .start_step = 0, .error_feedback = false}), fill, 2);
+  for (size_t i = 0; i < size_t(b.rows * b.cols); ++i) {
+    float want = 0.5f * (fill(0, i, 1) + fill(1, i, 1));
+    EXPECT_NEAR(out[0][i], want, 1e-5f * (1.0f + std::abs(want))) << i;
+  }
+}
+
+TEST(LowRank, OrthogonalizeReportsAZeroColumn) {
+  std::vector<float> a = {1, 0, 2, 0, 3, 0};  // [3, 2], second column zero
+  EXPECT_FALSE(low_rank::orthogonalize_columns(a.data(), 3, 2));
+  std::vector<float> c = {1, 1, 2, 0, 3, 1};
+  EXPECT_TRUE(low_rank::orthogonalize_columns(c.data(), 3, 2));
+}
+
 TEST(PowerSgdHook, WarmUpStepsAreThePlainAverage) {
   OneBucket b;
   auto fill = [](int r, size_t i, int s) { return float(r) * 3.0f + std::sin(float(i + s)); };

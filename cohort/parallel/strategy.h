@@ -107,6 +107,9 @@ class Strategy {
   virtual void load_state(const StrategyState& state) {}
   // Waits for communication still in flight; never throws. Called before destruction.
   virtual void shutdown() noexcept {}
+  // After the last step, before the final evaluation and checkpoint: a strategy whose replica
+  // may lag behind the job's model (parameter servers in ASP/SSP) brings it in here.
+  virtual void finish_training() {}
   // The step this worker's training starts at when the strategy decides it rather than a
   // checkpoint: a parameter-server worker restarted alone rejoins where the servers are. 0: the
   // trainer's own position (fresh, or its checkpoint's).

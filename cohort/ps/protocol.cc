@@ -101,6 +101,16 @@ Bytes encode_simple(MsgKind kind, int32_t rank) {
   return b;
 }
 
+Bytes encode_bye(int32_t rank, bool wants_final) {
+  Bytes b = encode_simple(MsgKind::kBye, rank);
+  if (wants_final) put(b, uint8_t(1));
+  return b;
+}
+
+bool wants_final(const Bytes& bye) {
+  return bye.size() > 1 + sizeof(int32_t) && bye[1 + sizeof(int32_t)] != 0;
+}
+
 namespace {
 
 // The 32-byte push header, with room reserved for `body` bytes after it.
@@ -141,7 +151,7 @@ std::span<uint8_t> push_message(Bytes& frame) {
 }
 
 MsgKind peek_kind(const Bytes& b) {
-  COHORT_CHECK_ARG(!b.empty() && b[0] >= 1 && b[0] <= 4, "parameter server: unknown message kind ",
+  COHORT_CHECK_ARG(!b.empty() && b[0] >= 1 && b[0] <= 5, "parameter server: unknown message kind ",
                    b.empty() ? -1 : int(b[0]));
   return MsgKind(b[0]);
 }
@@ -232,6 +242,34 @@ PushReply decode_push_reply(const Bytes& b, float* out, int64_t n, const std::st
                    rest, " bytes");
   std::memcpy(out, v, rest);
   return p;
+}
+
+Bytes encode_final(const FinalState& f, const float* v, int64_t n) {
+  Bytes b;
+  put(b, uint8_t(f.done));
+  put(b, f.finished);
+  put(b, f.workers);
+  put(b, f.progress);
+  if (f.done) {
+    const auto* p = reinterpret_cast<const uint8_t*>(v);
+    b.insert(b.end(), p, p + size_t(n) * sizeof(float));
+  }
+  return b;
+}
+
+FinalState decode_final(const Bytes& b, float* out, int64_t n, const std::string& what) {
+  Reader r(b);
+  FinalState f;
+  f.done = r.get<uint8_t>() != 0;
+  f.finished = r.get<int32_t>();
+  f.workers = r.get<int32_t>();
+  f.progress = r.get<int64_t>();
+  size_t rest = 0;
+  const uint8_t* v = r.rest(&rest);
+  const size_t want = f.done ? size_t(n) * sizeof(float) : 0;
+  COHORT_CHECK_ARG(rest == want, what, ": expected ", want, " bytes of values, got ", rest);
+  if (f.done) std::memcpy(out, v, rest);
+  return f;
 }
 
 void bytes_to_floats(const Bytes& b, float* out, int64_t n, const std::string& what) {

@@ -15,8 +15,12 @@
 //          BSP: answered once the step's update is applied (push + pull in one round trip,
 //          BytePS's push_pull); ASP: at once, after this push's update; SSP: once the slowest
 //          worker is close enough (consistency.h)
-//   bye    {rank}                                              -> {}            clean shutdown
-//          (a server that checkpoints saves one first: the worker's last pushes are durable)
+//   bye    {rank[, u8 wants_final]}                            -> {}            clean shutdown
+//          (a server that checkpoints saves one first: the worker's last pushes are durable);
+//          with wants_final the server stays until it answered that worker's `final`
+//   final  {rank}  (after its bye)                             -> FinalState    the job's end:
+//          [, f32[range]] the values once every worker said bye, else how far the job is (the
+//          worker asks again; it gives up when that stops moving for its timeout)
 //
 // Little-endian, fixed-width integers; strings and arrays are length-prefixed (u32 / i64).
 // Malformed input throws InvalidArgument (the server fails that request, naming it).
@@ -45,7 +49,7 @@ inline std::string server_key(int index, int64_t generation) {
 // The server side of the above; returns the generation it published.
 int64_t publish_server(rendezvous::Store& store, int index, const std::string& address);
 
-enum class MsgKind : uint8_t { kHello = 1, kPull = 2, kPush = 3, kBye = 4 };
+enum class MsgKind : uint8_t { kHello = 1, kPull = 2, kPush = 3, kBye = 4, kFinal = 5 };
 
 // How a worker's pushes are compressed (push_codec.h), agreed at hello: a mismatch the push's
 // size would not show (QSGD's levels, random-k's seed) is refused before any push.
@@ -99,7 +103,20 @@ struct PushReply {
 Bytes encode_hello(const Hello& h);
 Bytes encode_hello_reply(const HelloReply& r);
 HelloReply decode_hello_reply(const Bytes& b, const std::string& what);
-Bytes encode_simple(MsgKind kind, int32_t rank);  // pull, bye
+Bytes encode_simple(MsgKind kind, int32_t rank);  // pull, bye, final
+Bytes encode_bye(int32_t rank, bool wants_final);
+bool wants_final(const Bytes& bye);
+
+// The answer to `final`: whether every worker said bye (then the values follow), how many
+// did, and a counter that moves with every update (the waiting worker's sign of life).
+struct FinalState {
+  bool done = false;
+  int32_t finished = 0, workers = 0;
+  int64_t progress = 0;
+};
+Bytes encode_final(const FinalState& f, const float* v, int64_t n);  // v: null unless done
+// The state; when done, its `n` floats into out (InvalidArgument naming `what` otherwise).
+FinalState decode_final(const Bytes& b, float* out, int64_t n, const std::string& what);
 // The header of a push; the gradients follow (append_floats), so they are copied once.
 Bytes encode_push(int32_t rank, int64_t step, KeyRange range, const float* grads);
 // A compressed push's header (codec != 0) followed by `message_bytes` zeros, into which the

@@ -188,6 +188,7 @@ nlohmann::json PsMetrics::json(bool with_hist) const {
 PsStrategy::PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions options)
     : Strategy(ctx), params_(ctx.model.named_parameters()), layout_(layout_of(params_)) {
   mode_ = options.consistency.mode;
+  rank_ = options.rank;
   compression_ = options.compression.method;
   worker_ = std::make_unique<PsWorker>(std::move(options), layout_);
   grads_.resize(size_t(layout_.total));
@@ -244,6 +245,17 @@ void PsStrategy::shutdown() noexcept {
   } else {
     worker_->bye();
   }
+}
+
+void PsStrategy::finish_training() {
+  if (rank_ != 0) {
+    worker_->bye();
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  TransferStats t = worker_->finish(values_.data());
+  for (PsMetrics* m : {&interval_, &run_}) m->add_transfer(t, seconds_since(t0), Transfer::kPull);
+  scatter_values(params_, layout_, {0, layout_.total}, values_.data());
 }
 
 parallel::StrategyRegistration ps_strategy_registration() {

@@ -58,6 +58,9 @@ class PsStrategy : public parallel::Strategy {
   nlohmann::json take_interval_metrics() override;
   nlohmann::json summary_metrics() const override;
   void shutdown() noexcept override;
+  // Rank 0 waits for every worker to finish and evaluates the servers' final parameters (in
+  // ASP/SSP its own replica misses the slower workers' last pushes); the others say bye.
+  void finish_training() override;
   int64_t start_step() const override { return step_; }
 
  private:
@@ -66,6 +69,7 @@ class PsStrategy : public parallel::Strategy {
   std::unique_ptr<PsWorker> worker_;
   std::vector<float> grads_, values_;
   int64_t step_ = 0;
+  int rank_ = 0;
   parallel::StrategyStats stats_;
   Mode mode_;
   compress::Method compression_ = compress::Method::kNone;

@@ -85,7 +85,7 @@ void ParamServer::wait(Millis idle_timeout) {
   for (;;) {
     if (!error_.empty()) throw InvalidArgument(error_);
     check_away();
-    if (int(said_bye_.size()) == o_.num_workers) return;
+    if (int(said_bye_.size()) == o_.num_workers && final_waiters_.empty()) return;
     auto deadline = last_activity_ + idle_timeout;
     for (const auto& [rank, since] : away_)
       deadline = std::min(deadline, since + o_.rejoin_timeout + Millis(1));
@@ -113,13 +113,30 @@ std::optional<Bytes> ParamServer::on_request(const comm::service::Peer& peer, ui
     return values;
   }
   if (kind == MsgKind::kPush) return push(peer.id, id, payload);
+  if (kind == MsgKind::kFinal) return final_state(rank);
   said_bye_.insert(rank);
-  gate_.leave(rank);             // a finished worker holds no one back
+  if (wants_final(payload)) final_waiters_.insert(rank);  // stay until it has them
+  gate_.leave(rank);                                      // a finished worker holds no one back
   if (ckpt_) save_checkpoint();  // its pushes are all in: none is left to replay
   release_held();
   log::debug("ps", who(), ": worker ", rank, " said bye");
   cv_.notify_all();
   return Bytes{};
+}
+
+// A finished worker waiting for the job's final parameters (the ones every worker's pushes
+// went into: what rank 0 evaluates and checkpoints). It asks again until all said bye.
+Bytes ParamServer::final_state(int rank) {
+  COHORT_CHECK_ARG(said_bye_.count(rank), who(), ": worker ", rank,
+                   " asked for the final parameters before saying bye");
+  FinalState f{.done = int(said_bye_.size()) == o_.num_workers,
+               .finished = int32_t(said_bye_.size()),
+               .workers = o_.num_workers,
+               .progress = version_ + step_};
+  Bytes b = encode_final(f, shard_.data<float>(), range_.size());
+  metrics_.sent(b.size());
+  if (f.done && final_waiters_.erase(rank)) cv_.notify_all();
+  return b;
 }
 
 Bytes ParamServer::hello(uint64_t peer, const Bytes& payload) {
@@ -413,6 +430,7 @@ void ParamServer::on_leave(const comm::service::Peer& peer, const std::string& w
   if (it == ranks_.end()) return;  // not a worker (refused, or never said hello)
   const int rank = it->second;
   ranks_.erase(it);
+  if (final_waiters_.erase(rank)) cv_.notify_all();  // it gave up waiting: do not wait for it
   if (said_bye_.count(rank) || !error_.empty()) return;
   const std::string left =
       str(who(), ": worker ", rank, " (", peer.address, ") left without saying goodbye",

@@ -156,7 +156,8 @@ class ParamServer {
   std::optional<Bytes> push_async(int rank, uint64_t peer, uint64_t id, const Push& p);
   // Worker `rank`'s gradient of the range from its push into out (decoded when compressed).
   void read_grad(const Push& p, int rank, float* out) const;
-  void apply_update();  // enough pushes of step_ are in: average, optimize, answer them
+  Bytes final_state(int rank);  // the answer to `final`
+  void apply_update();          // enough pushes of step_ are in: average, optimize, answer them
   // One optimizer step of the slice with `grad` at schedule step `step`, lr / lr_divisor.
   void optimize(Tensor grad, int64_t step, double lr_divisor);
   // The answer to worker `rank`'s push: reply + the current values; records what it was sent.
@@ -191,6 +192,7 @@ class ParamServer {
   std::condition_variable cv_;
   std::map<uint64_t, int> ranks_;  // peer -> worker rank, after its hello
   std::set<int> said_bye_;
+  std::set<int> final_waiters_;  // said bye asking for the final values, not yet given them
   std::map<int, std::chrono::steady_clock::time_point> away_;  // left without bye, since
   // rank -> its gradient of step_, kept until all arrived so that they are summed in rank
   // order: the result does not depend on arrival order (determinism, DESIGN.md).

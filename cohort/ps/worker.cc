@@ -337,4 +337,44 @@ void PsWorker::bye() noexcept {
   said_bye_ = true;
 }
 
+TransferStats PsWorker::finish(float* flat) {
+  const Bytes bye = encode_bye(o_.rank, /*wants_final=*/true);
+  on_every_server([&](int i) {
+    with_recovery(i, pushed_steps_, [&] { return links_[size_t(i)].client->request(bye); });
+  });
+  said_bye_ = true;
+  on_every_server([&](int i) { wait_final(i, flat); });
+  for (Link& l : links_) l.client->close();
+  TransferStats s;
+  s.bytes_sent = 2 * bye.size() * links_.size();
+  s.bytes_received = uint64_t(layout_.total) * sizeof(float);
+  return s;
+}
+
+// Asks server i for the final values until every worker said bye; gives up when the job
+// shows no progress (no update, no newly finished worker) for the timeout.
+void PsWorker::wait_final(int i, float* flat) {
+  using Clock = std::chrono::steady_clock;
+  const Bytes q = encode_simple(MsgKind::kFinal, o_.rank);
+  const KeyRange r = ranges_[size_t(i)];
+  const std::string what = str(server_name(i), "'s answer to the final pull");
+  int64_t seen = -1;
+  auto moved = Clock::now();
+  for (auto pause = std::chrono::milliseconds(1);; pause = std::min(2 * pause, Millis(50))) {
+    FinalState f =
+        decode_final(links_[size_t(i)].client->request(q), flat + r.begin, r.size(), what);
+    if (f.done) return;
+    if (f.progress + f.finished != seen) {
+      seen = f.progress + f.finished;
+      moved = Clock::now();
+    }
+    if (Clock::now() - moved > o_.timeout) {
+      throw Timeout(str(server_name(i), ": waiting for the final parameters, ", f.finished, " of ",
+                        f.workers, " workers finished and the job made no progress for ",
+                        o_.timeout.count(), " ms"));
+    }
+    std::this_thread::sleep_for(pause);
+  }
+}
+
 }  // namespace cohort::ps

@@ -83,6 +83,11 @@ class PsWorker {
   // Tells every server this worker is done; errors are logged, not thrown.
   // Also after a server restart (it replays what it kept first): the server must hear it.
   void bye() noexcept;
+  // The end of training for the worker that reports it (rank 0): says bye, then waits until
+  // every worker did and takes the final values into flat (what every push went into; ASP and
+  // SSP workers finish at different times). Timeout naming the server when the job stops
+  // moving for `timeout` before every worker finished.
+  TransferStats finish(float* flat);
   // Closes the connections without goodbye (the worker is failing): the servers then name it
   // as a worker that left without saying goodbye.
   void abandon() noexcept;
@@ -98,6 +103,7 @@ class PsWorker {
   // its own persistent thread); rethrows the first error (by server index) once all are done.
   template <typename F>
   void on_every_server(F f);
+  void wait_final(int i, float* flat);
   class ServerThreads;  // worker.cc: the persistent threads of servers 1..S-1
 
   // One server: its connection, the generation it was published with, and the pushes kept

@@ -170,6 +170,7 @@ void Trainer::run_epochs(Progress& p) {
       }
       wait_from = Clock::now();
     }
+    if (!more) s.strategy->finish_training();
     s.last_eval = evaluate();
     log_eval(s, p, s.last_eval, epoch);
     if (next_batch == loader.len()) {  // a whole epoch: the next run starts the next one
@@ -194,6 +195,7 @@ void Trainer::run_text(Progress& p) {
     int64_t epoch = s.step / s.steps_per_epoch;
     more = train_step(micro, epoch, s.step % s.steps_per_epoch, seconds_since(t0), p);
   }
+  s.strategy->finish_training();
   s.last_eval = evaluate();
   log_eval(s, p, s.last_eval, s.step / s.steps_per_epoch);
 }

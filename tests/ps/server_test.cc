@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <future>
@@ -423,6 +424,33 @@ TEST(PsServer, AspAppliesEachPushOnArrivalAndReportsItsStaleness) {
     EXPECT_EQ(job.servers[0]->stats().updates, 4);
     EXPECT_EQ(job.servers[0]->stats().max_staleness, 2);
   }
+}
+
+// ASP: worker 0 finishes first; finish() returns only once worker 1 said bye, with the values
+// its last push went into (what rank 0 then evaluates), on two servers; the servers stay up
+// until it has them.
+TEST(PsServer, FinishWaitsForEveryWorkerAndReturnsTheFinalValues) {
+  Job job(2, 2, {.mode = Mode::kAsp});
+  const Layout layout = layout_of(model());
+  PsWorker w0(job.worker(0, 2), layout), w1(job.worker(1, 2), layout);
+  std::vector<float> v0(7), v1(7), g(7, 1.0f), final(7, -99.0f);
+  w0.pull(v0.data());
+  w1.pull(v1.data());
+  w0.push_pull(0, g.data(), v0.data());
+  std::atomic<bool> finished{false};
+  std::thread t([&] {
+    w0.finish(final.data());
+    finished = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(finished) << "finish() returned before worker 1 was done";
+  w1.push_pull(0, g.data(), v1.data());
+  w1.push_pull(1, g.data(), v1.data());  // the last update
+  w1.bye();
+  t.join();
+  EXPECT_EQ(final, v1);
+  EXPECT_EQ(v1[0], 1 - 3 * 0.5f);
+  for (auto& s : job.servers) s->wait(5s);
 }
 
 // SSP with staleness 1: worker 0 may run one step ahead of worker 1; its second push is held

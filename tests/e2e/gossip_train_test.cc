@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/e2e/gossip_job.h"
 #include "tests/e2e/run_cli.h"
 #include "tests/e2e/run_dirs.h"
 #include "tests/support/files.h"
@@ -18,28 +19,11 @@ using cohort::testing::run_cli;
 
 namespace {
 
+using cohort::testing::consensus;
+using cohort::testing::contains;
+
 std::string job(const fs::path& dir, const std::string& name) {
-  return "train /dev/null --set data.dataset=synthetic --set data.synthetic_samples=4096"
-         " --set data.batch_size=32 --set train.epochs=2 --set run.threads=1"
-         " --set run.log_every=4 --set run.progress=none --set comm.timeout_s=30"
-         " --set ckpt.enabled=false --set parallel.strategy=gossip --set run.dir=" +
-         dir.string() + " --set run.name=" + name;
-}
-
-bool contains(const CliResult& r, const std::string& s) {
-  return r.output.find(s) != std::string::npos;
-}
-
-// consensus_distance of every step record that has one, in order.
-std::vector<double> consensus(const fs::path& metrics) {
-  std::vector<double> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line);
-    if (j.value("event", "") == "step" && j.contains("consensus_distance"))
-      out.push_back(j["consensus_distance"].get<double>());
-  }
-  return out;
+  return cohort::testing::gossip_job(dir, name);
 }
 
 TEST(GossipTrain, ARingOfFourLearnsAndItsConsensusDistanceShrinks) {

@@ -14,6 +14,10 @@
 #
 #   bench/run_ps_bench.sh [--repeats R] [--workers N] [--steps N] [--slow-factor F]
 #                         [--target 0.84] [--eval-every K] [--part 1|2|all] [--build-dir DIR]
+#                         [--servers S] [--set KEY=VALUE]...
+#
+# --servers: part 1's cohort servers (1; torch's peer always has one). --set: passed to every
+# cohort run (after the bench's own keys, so it wins), e.g. --set ps.overlap=false.
 #
 # Medians over --repeats (3) interleaved repeats. PyTorch is Debian's python3-torch through
 # /usr/bin/python3 (or $COHORT_BENCH_PYTHON); without it part 1 prints cohort alone.
@@ -21,7 +25,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${COHORT_BENCH_PYTHON:-/usr/bin/python3}"
-REPEATS=3 WORKERS=2 STEPS=300 SLOW=3 TARGET=0.84 EVAL_EVERY=100 PART=all
+REPEATS=3 WORKERS=2 STEPS=300 SLOW=3 TARGET=0.84 EVAL_EVERY=100 PART=all SERVERS=1
+USER_SETS=()
 BUILD_DIR="$ROOT/build"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
@@ -34,6 +39,8 @@ while (($#)); do
     --eval-every) EVAL_EVERY="$2"; shift 2 ;;
     --part) PART="$2"; shift 2 ;;
     --build-dir) BUILD_DIR="$2"; shift 2 ;;
+    --servers) SERVERS="$2"; shift 2 ;;
+    --set) USER_SETS+=(--set "$2"); shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "run_ps_bench: unknown option '$1'" >&2; usage ;;
   esac
@@ -58,7 +65,8 @@ cohort_ps() {
   t0=$(date +%s.%N)
   if ! "$COHORT" train "$ROOT/examples/fashion_mlp_ps.toml" --workers "$w" --servers "$s" \
       --set run.threads=1 --set ckpt.enabled=false --set run.progress=none \
-      --set "run.dir=$TMP" --set "run.name=$name" "$@" >"$TMP/$name.log" 2>&1; then
+      --set "run.dir=$TMP" --set "run.name=$name" "$@" ${USER_SETS[@]+"${USER_SETS[@]}"} \
+      >"$TMP/$name.log" 2>&1; then
     echo "run_ps_bench: cohort run $name failed:" >&2; tail -20 "$TMP/$name.log" >&2; exit 1
   fi
   t1=$(date +%s.%N)
@@ -71,12 +79,14 @@ summary_field() { tail -1 "$1" | "$PYTHON" -c "import json,sys; print(json.load(
 part1() {
   local mode=bsp
   has_key '`asp`' && mode=asp
-  echo "== 1. throughput: $WORKERS workers, 1 server, batch 64, $STEPS steps (cohort ps.mode=$mode)"
-  local ours=() theirs=()
+  echo "== 1. throughput: $WORKERS workers, $SERVERS server(s), batch 64, $STEPS steps (cohort ps.mode=$mode${USER_SETS[*]+ ${USER_SETS[*]}})"
+  local ours=() theirs=() comm=() exposed=()
   for r in $(seq "$REPEATS"); do
-    cohort_ps "tp$r" "$WORKERS" 1 --set data.batch_size=64 --set "train.max_steps=$STEPS" \
+    cohort_ps "tp$r" "$WORKERS" "$SERVERS" --set data.batch_size=64 --set "train.max_steps=$STEPS" \
       --set train.eval_batches=1 --set "ps.mode=$mode" >/dev/null
     ours+=("$(summary_field "$TMP/tp$r/metrics.jsonl" samples_per_s)")
+    comm+=("$(summary_field "$TMP/tp$r/metrics.jsonl" comm_ms)")
+    exposed+=("$(summary_field "$TMP/tp$r/metrics.jsonl" exposed_comm_ms)")
     if "$PYTHON" -c "import torch.distributed.rpc" 2>/dev/null; then
       theirs+=("$("$PYTHON" "$ROOT/bench/torch_rpc_ps.py" --workers "$WORKERS" --steps "$STEPS" \
         2>/dev/null | "$PYTHON" -c "import json,sys; print(json.load(sys.stdin)['samples_per_s'])")")
@@ -85,6 +95,10 @@ part1() {
   local a b
   a=$(printf '%s\n' "${ours[@]}" | median)
   printf '  cohort ps (%s): %.0f samples/s (runs: %s)\n' "$mode" "$a" "${ours[*]}"
+  # comm: the push/pull round trips per step; exposed: the part the step waited for (the rest
+  # ran behind backward: ps.overlap).
+  printf '  cohort per step (medians): comm %.2f ms, exposed %.2f ms\n' \
+    "$(printf '%s\n' "${comm[@]}" | median)" "$(printf '%s\n' "${exposed[@]}" | median)"
   if ((${#theirs[@]})); then
     b=$(printf '%s\n' "${theirs[@]}" | median)
     printf '  torch rpc ps (async): %.0f samples/s (runs: %s)\n' "$b" "${theirs[*]}"

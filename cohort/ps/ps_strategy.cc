@@ -74,7 +74,26 @@ void add_ps_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  r.add({"ps.overlap", ConfigType::kBool, true,
+         "Push each server's key range as soon as backward has every gradient in it (the last "
+         "layers' servers first), so round trips run while backward computes the rest; step() "
+         "waits for the answers. Off with optim.clip_grad_norm > 0 (the push waits for the "
+         "clip). false: every push starts in step(). Same bytes either way (docs/ps.md)."});
   add_push_compression_keys(r);
+}
+
+// ps.overlap, unless worker-side clipping needs every gradient before any push. A key that
+// is not declared (a registry without the trainer's keys) reads as its default.
+bool overlap_from_config(const Config& cfg, int rank) {
+  const ConfigRegistry& r = cfg.registry();
+  if (r.find("ps.overlap") != nullptr && !cfg.get_bool("ps.overlap")) return false;
+  if (r.find("optim.clip_grad_norm") == nullptr || cfg.get_float("optim.clip_grad_norm") <= 0)
+    return true;
+  if (rank == 0)
+    log::info("ps",
+              "ps.overlap: optim.clip_grad_norm > 0 needs every gradient before any "
+              "push, so the pushes start in step()");
+  return false;
 }
 
 WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
@@ -163,13 +182,25 @@ void PsMetrics::add_transfer(const TransferStats& t, double seconds, Transfer ki
   pull_bytes += t.bytes_received;
 }
 
+void PsMetrics::add_overlap(const OverlapStep& o) {
+  pushes_in_backward += o.pushes_in_backward;
+  push_overlap_s += o.hidden_s;
+}
+
 nlohmann::json PsMetrics::json(bool with_hist) const {
   const double n = double(std::max<int64_t>(pushes, 1));
-  nlohmann::json j{{"staleness_max", staleness_max}, {"staleness_mean", staleness_sum / n},
-                   {"lead_max", lead_max},           {"ssp_blocked_ms", 1e3 * blocked_s / n},
-                   {"ssp_blocked_s", blocked_s},     {"dropped_pushes", dropped},
-                   {"push_bytes", push_bytes},       {"pull_bytes", pull_bytes},
-                   {"push_pull_s", push_pull_s},     {"pull_s", pull_s}};
+  nlohmann::json j{{"staleness_max", staleness_max},
+                   {"staleness_mean", staleness_sum / n},
+                   {"lead_max", lead_max},
+                   {"ssp_blocked_ms", 1e3 * blocked_s / n},
+                   {"ssp_blocked_s", blocked_s},
+                   {"dropped_pushes", dropped},
+                   {"push_bytes", push_bytes},
+                   {"pull_bytes", pull_bytes},
+                   {"push_pull_s", push_pull_s},
+                   {"pull_s", pull_s},
+                   {"pushes_in_backward", pushes_in_backward},
+                   {"push_overlap_s", push_overlap_s}};
   if (raw_push_bytes > 0) {  // compressed pushes: as the DDP hook's compress_* fields
     j["compress_raw_bytes"] = raw_push_bytes;
     j["compress_message_bytes"] = push_bytes;
@@ -190,9 +221,15 @@ PsStrategy::PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions optio
   mode_ = options.consistency.mode;
   rank_ = options.rank;
   compression_ = options.compression.method;
+  const bool overlap = overlap_from_config(ctx.config, options.rank);
   worker_ = std::make_unique<PsWorker>(std::move(options), layout_);
   grads_.resize(size_t(layout_.total));
   values_.resize(size_t(layout_.total));
+  if (overlap) {
+    overlap_ =
+        std::make_shared<PushOverlap>(layout_, worker_->ranges(), [this](int i) { start_push(i); });
+    PushOverlap::install(overlap_, params_, layout_);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   TransferStats t = worker_->pull(values_.data());  // start from the servers' parameters
   for (PsMetrics* m : {&interval_, &run_}) m->add_transfer(t, seconds_since(t0), Transfer::kPull);
@@ -200,26 +237,63 @@ PsStrategy::PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions optio
   scatter_values(params_, layout_, {0, layout_.total}, values_.data());
 }
 
+void PsStrategy::backward(const Tensor& loss, bool sync) {
+  if (!overlap_ || !sync) return loss.backward();  // accumulating: no push yet
+  overlap_->arm();
+  struct Disarm {  // also when backward throws: no hook may start a push after it
+    PushOverlap& o;
+    ~Disarm() { o.disarm(); }
+  } disarm{*overlap_};
+  loss.backward();
+}
+
 double PsStrategy::clip_grad_norm(double max_norm) {
-  // This worker's own gradient, over every parameter, before the push (ps_strategy.h).
+  // This worker's own gradient, over every parameter, before the push (ps_strategy.h). With
+  // the trainer's optim.clip_grad_norm overlap is off; a hand-written loop that clips after a
+  // synced backward with ps.overlap on would have pushed unclipped gradients already.
+  COHORT_CHECK_ARG(!overlap_ || !overlap_->any_started(),
+                   "ps strategy: clip_grad_norm after backward already pushed gradients "
+                   "(ps.overlap = true); set ps.overlap = false to clip before the push");
   return optim::clip_grad_norm(params_, max_norm);
+}
+
+void PsStrategy::start_push(int i) {
+  const KeyRange r = worker_->ranges()[size_t(i)];
+  gather_grads(params_, layout_, r, grads_.data() + r.begin);
+  worker_->start_push(i, step_, grads_.data(), values_.data());
+}
+
+TransferStats PsStrategy::push_pull_at_once(OverlapStep* o) {
+  gather_grads(params_, layout_, {0, layout_.total}, grads_.data());
+  const auto t0 = std::chrono::steady_clock::now();
+  TransferStats t = worker_->push_pull(step_, grads_.data(), values_.data());
+  o->push_pull_s = seconds_since(t0);
+  return t;
+}
+
+TransferStats PsStrategy::push_pull_overlapped(OverlapStep* o) {
+  overlap_->push_rest();  // the ranges backward did not complete
+  TransferStats t = worker_->finish_push_pull(step_);
+  *o = overlap_->finish(t.answered, std::chrono::steady_clock::now());
+  return t;
 }
 
 void PsStrategy::step() {
   const auto t0 = std::chrono::steady_clock::now();
-  gather_grads(params_, layout_, {0, layout_.total}, grads_.data());
-  const auto t1 = std::chrono::steady_clock::now();
-  TransferStats t = worker_->push_pull(step_, grads_.data(), values_.data());
-  const double push_pull_s = seconds_since(t1);
+  OverlapStep o;
+  TransferStats t = overlap_ ? push_pull_overlapped(&o) : push_pull_at_once(&o);
   scatter_values(params_, layout_, {0, layout_.total}, values_.data());
   ++step_;
   for (PsMetrics* m : {&interval_, &run_}) {
     m->add(t.reply);
-    m->add_transfer(t, push_pull_s, Transfer::kPushPull);
+    m->add_transfer(t, o.push_pull_s, Transfer::kPushPull);
+    m->add_overlap(o);
   }
-  const double s = seconds_since(t0);
-  stats_ = {
-      .comm_s = s, .exposed_s = s, .bytes_sent = t.bytes_sent, .bytes_received = t.bytes_received};
+  const double s = seconds_since(t0);  // what the step waited for
+  stats_ = {.comm_s = s + o.hidden_s,
+            .exposed_s = s,
+            .bytes_sent = t.bytes_sent,
+            .bytes_received = t.bytes_received};
 }
 
 nlohmann::json PsStrategy::take_interval_metrics() {
@@ -231,6 +305,7 @@ nlohmann::json PsStrategy::take_interval_metrics() {
 nlohmann::json PsStrategy::summary_metrics() const {
   nlohmann::json j = run_.json(true);
   j["ps_mode"] = mode_name(mode_);
+  j["ps_overlap"] = overlap_ != nullptr;  // false also when clipping turned it off
   if (compression_ != compress::Method::kNone)
     j["compression"] = compress::method_name(compression_);
   return j;

@@ -10,6 +10,13 @@
 // values back into the parameters. At construction: connect, hello (the model check), pull, so
 // that every worker starts from the servers' values. The local optimizer only clears grads.
 //
+// ps.overlap (default on; push_overlap.h): the synced backward (the last micro-batch's) already
+// pushes each server's range from the grad-ready hook that completes it, and step() pushes the
+// ranges that did not complete, waits for every answer and copies the values back. The same
+// bytes go to the same servers; only when they leave changes. Off with optim.clip_grad_norm > 0
+// (clipping needs every gradient before any push): then step() pushes everything, as with
+// ps.overlap = false.
+//
 // optim.clip_grad_norm: each worker clips its own gradient (the global L2 norm over all of its
 // parameters, after its micro-batches are accumulated) before pushing it, so the servers
 // average clipped gradients. DDP instead clips the averaged gradient; with one worker (or
@@ -20,6 +27,7 @@
 #include <vector>
 
 #include "cohort/parallel/strategy_registry.h"
+#include "cohort/ps/push_overlap.h"
 #include "cohort/ps/worker.h"
 
 namespace cohort::ps {
@@ -40,11 +48,16 @@ struct PsMetrics {
   std::vector<uint64_t> hist;
   uint64_t push_bytes = 0, pull_bytes = 0;
   double push_pull_s = 0, pull_s = 0;
+  // ps.overlap: server pushes started during backward, and the wall time their round trips ran
+  // while backward was still computing (the push time hidden behind it).
+  int64_t pushes_in_backward = 0;
+  double push_overlap_s = 0;
   // Compressed pushes (ps.compression): the f32 bytes pushed before encoding, encode seconds.
   uint64_t raw_push_bytes = 0;
   double encode_s = 0;
   void add(const PushReply& r);
   void add_transfer(const TransferStats& t, double seconds, Transfer kind);
+  void add_overlap(const OverlapStep& o);
   nlohmann::json json(bool with_hist) const;
 };
 
@@ -52,6 +65,7 @@ class PsStrategy : public parallel::Strategy {
  public:
   PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions options);
   std::string name() const override { return "ps"; }
+  void backward(const Tensor& loss, bool sync) override;
   double clip_grad_norm(double max_norm) override;
   void step() override;
   parallel::StrategyStats last_stats() const override { return stats_; }
@@ -64,6 +78,11 @@ class PsStrategy : public parallel::Strategy {
   int64_t start_step() const override { return step_; }
 
  private:
+  // Gathers server i's range of the gradient and starts its push (ps.overlap).
+  void start_push(int i);
+  TransferStats push_pull_at_once(OverlapStep* o);
+  TransferStats push_pull_overlapped(OverlapStep* o);
+
   NamedTensors params_;
   Layout layout_;
   std::unique_ptr<PsWorker> worker_;
@@ -74,6 +93,7 @@ class PsStrategy : public parallel::Strategy {
   Mode mode_;
   compress::Method compression_ = compress::Method::kNone;
   PsMetrics interval_, run_;
+  std::shared_ptr<PushOverlap> overlap_;  // null: push everything in step()
 };
 
 // The registration (name "ps", the [ps] keys). train/ registers it.

@@ -7,6 +7,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "cohort/core/logging.h"
 
@@ -171,7 +172,7 @@ int64_t PsWorker::connect(int i, int64_t after, const std::string& why,
   const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
   auto [host, port] =
       split_address(o_.store->get_string(server_key(i, generation), std::max(left, Millis(1))), i);
-  l.client = std::make_unique<comm::service::Client>(
+  auto client = std::make_unique<comm::service::Client>(
       comm::service::ClientOptions{.host = host,
                                    .port = port,
                                    .secret = o_.secret,
@@ -179,6 +180,11 @@ int64_t PsWorker::connect(int i, int64_t after, const std::string& why,
                                    .name = server_name(i),
                                    .connect_timeout = o_.timeout,
                                    .timeout = o_.timeout});
+  {
+    std::lock_guard<std::mutex> lock(clients_mu_);  // abandon() closes what it finds here
+    l.client = std::move(client);
+    if (said_bye_) l.client->close();  // abandoned meanwhile: the hello below fails at once
+  }
   l.generation = generation;
   const Bytes hello =
       encode_hello({o_.rank, o_.num_workers, o_.total_steps, layout_, codec_spec(o_.compression)});
@@ -297,6 +303,40 @@ TransferStats PsWorker::push_pull(int64_t step, const float* grads, float* value
   std::vector<PushReply> replies(links_.size());
   on_every_server([&](int i) { replies[size_t(i)] = push_to(i, step, grads, values); });
   pushed_steps_ = step + 1;
+  return collect(replies);
+}
+
+void PsWorker::start_push(int i, int64_t step, const float* grads, float* values) {
+  if (!lanes_) {
+    lanes_ = std::make_unique<PushLanes>(links_.size());
+    started_.assign(links_.size(), false);
+    lane_replies_.resize(links_.size());
+  }
+  COHORT_CHECK_ARG(!started_.at(size_t(i)), server_name(i), ": worker ", o_.rank,
+                   " started its push of step ", step, " twice");
+  started_[size_t(i)] = true;
+  // The lane writes lane_replies_[i] and values[range i]; wait_all() hands them back.
+  lanes_->post(size_t(i), [this, i, step, grads, values] {
+    lane_replies_[size_t(i)] = push_to(i, step, grads, values);
+  });
+}
+
+TransferStats PsWorker::finish_push_pull(int64_t step) {
+  COHORT_CHECK_ARG(lanes_ != nullptr, "worker ", o_.rank, ": finish_push_pull of step ", step,
+                   " but no push was started");
+  const std::vector<bool> started =
+      std::exchange(started_, std::vector<bool>(links_.size(), false));
+  auto answered = lanes_->wait_all();  // every started push has ended, also when refusing below
+  for (size_t i = 0; i < started.size(); ++i)
+    COHORT_CHECK_ARG(started[i], "worker ", o_.rank, ": finish_push_pull of step ", step, " but ",
+                     server_name(int(i)), "'s push was not started");
+  pushed_steps_ = step + 1;
+  TransferStats s = collect(lane_replies_);
+  s.answered = std::move(answered);
+  return s;
+}
+
+TransferStats PsWorker::collect(const std::vector<PushReply>& replies) const {
   TransferStats s;
   for (const PushReply& p : replies) {
     s.reply.version = std::max(s.reply.version, p.version);
@@ -315,13 +355,18 @@ TransferStats PsWorker::push_pull(int64_t step, const float* grads, float* value
 }
 
 void PsWorker::abandon() noexcept {
-  said_bye_ = true;  // nothing more to say
-  for (Link& l : links_)
-    if (l.client) l.client->close();
+  said_bye_ = true;  // nothing more to say; a lane's failing push no longer reconnects
+  {
+    std::lock_guard<std::mutex> lock(clients_mu_);
+    for (Link& l : links_)
+      if (l.client) l.client->close();  // a lane's request fails now instead of waiting
+  }
+  if (lanes_) lanes_->drain();
 }
 
 void PsWorker::bye() noexcept {
   if (said_bye_) return;
+  if (lanes_) lanes_->drain();  // the goodbye goes after the pushes, on the same connections
   const Bytes q = encode_simple(MsgKind::kBye, o_.rank);
   for (size_t i = 0; i < links_.size(); ++i) {
     try {

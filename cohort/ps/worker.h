@@ -21,9 +21,15 @@
 // the server answers (BSP: the step's update is applied; SSP: the slowest worker is close
 // enough). Every wait has the deadline `timeout`; an error names the
 // server ("parameter server 1 at 127.0.0.1:41234").
+//
+// start_push() and finish_push_pull() are push_pull() cut in two, for pushes that start one
+// server at a time while backward still runs (ps.overlap, push_overlap.h): each server's push
+// runs on a lane of its own (push_lanes.h), with the same frame, recovery and kept pushes.
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +38,7 @@
 #include "cohort/ps/consistency.h"
 #include "cohort/ps/protocol.h"
 #include "cohort/ps/push_codec.h"
+#include "cohort/ps/push_lanes.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::ps {
@@ -62,6 +69,8 @@ struct TransferStats {
   // spent encoding them (summed over the servers, which encode in parallel).
   uint64_t raw_bytes = 0;
   double encode_s = 0;
+  // finish_push_pull only: when each server's answer was in (by server).
+  std::vector<std::chrono::steady_clock::time_point> answered;
   // push_pull: over the servers, the largest staleness, lead and hold, and whether any server
   // dropped the push (BSP with backup workers).
   PushReply reply;
@@ -80,8 +89,16 @@ class PsWorker {
   TransferStats pull(float* flat);
   // Pushes grads[range_i] to server i for `step`, and writes the updated values into values.
   TransferStats push_pull(int64_t step, const float* grads, float* values);
+  // push_pull of server i alone, sent from server i's lane: returns at once. grads[range_i]
+  // must not change, and values[range_i] not be touched, until finish_push_pull returns.
+  void start_push(int i, int64_t step, const float* grads, float* values);
+  // Waits for the answers of every start_push of `step` (each server must have been started:
+  // InvalidArgument naming the first that was not) and returns what push_pull would.
+  // Rethrows the first error by server index once every server's push has ended.
+  TransferStats finish_push_pull(int64_t step);
   // Tells every server this worker is done; errors are logged, not thrown.
   // Also after a server restart (it replays what it kept first): the server must hear it.
+  // Waits for started pushes first.
   void bye() noexcept;
   // The end of training for the worker that reports it (rank 0): says bye, then waits until
   // every worker did and takes the final values into flat (what every push went into; ASP and
@@ -89,7 +106,8 @@ class PsWorker {
   // moving for `timeout` before every worker finished.
   TransferStats finish(float* flat);
   // Closes the connections without goodbye (the worker is failing): the servers then name it
-  // as a worker that left without saying goodbye.
+  // as a worker that left without saying goodbye. A started push fails at once (IoError, not
+  // retried) and is waited for.
   void abandon() noexcept;
 
   const std::vector<KeyRange>& ranges() const { return ranges_; }
@@ -132,6 +150,8 @@ class PsWorker {
   // with backup workers went on without it), at most one apart (InvalidArgument otherwise).
   void check_start(const std::vector<int64_t>& next) const;
   PushReply push_to(int i, int64_t step, const float* grads, float* values);
+  // A step's replies and traffic, over the servers.
+  TransferStats collect(const std::vector<PushReply>& replies) const;
   // Sends kept pushes [from, to) to server i again, in order (their answers are not needed).
   void replay(int i, int64_t from, int64_t to);
   // Runs f() against server i; when its connection breaks and the server checkpoints, waits
@@ -145,7 +165,16 @@ class PsWorker {
   std::vector<Link> links_;
   int64_t start_step_ = 0;
   int64_t pushed_steps_ = 0;  // the next step to push (every step below went to every server)
-  bool said_bye_ = false;
+  // Read by lanes (with_recovery: no reconnect once set), set by bye()/abandon().
+  std::atomic<bool> said_bye_{false};
+  // Guards each Link::client's replacement (connect(), on a lane after a server restart)
+  // against abandon() closing the clients from the worker's thread.
+  std::mutex clients_mu_;
+  // start_push / finish_push_pull: by server, started this step and the answers' headers.
+  std::vector<bool> started_;
+  std::vector<PushReply> lane_replies_;
+  // Started by the first start_push; declared after links_: stopped before the clients go.
+  std::unique_ptr<PushLanes> lanes_;
   // Started by the first on_every_server with more than one server; a thread per server per
   // step used to be created and joined instead. Declared last: stopped before the clients go.
   std::unique_ptr<ServerThreads> threads_;

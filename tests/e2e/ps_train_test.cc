@@ -167,7 +167,7 @@ void ps_equals_one_process(const std::string& optim, const std::vector<PsRun>& r
 }
 
 void bsp_equals_one_process(const std::string& optim) {
-  // The last: two micro-batches of 16 per step (the push happens in step()).
+  // The last: two micro-batches of 16 per step (only the second one's backward pushes).
   ps_equals_one_process(optim, {{"ps1", 2, 1, 32, ""},
                                 {"ps2", 2, 2, 32, ""},
                                 {"ps2_accum", 2, 2, 16, " --set train.grad_accum_steps=2"}});

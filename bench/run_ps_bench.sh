@@ -139,7 +139,8 @@ part2() {
       # Every mode decays the rate (cosine over the run, following the servers' global step):
       # at a constant rate asynchronous SGD with momentum ends anywhere in a +-1.5 point band,
       # so "final accuracy" would measure where the last evaluation fell, not the mode.
-      local extra=(--set "ps.mode=$m" --set optim.lr=0.0125 --set optim.schedule=cosine)
+      local extra=(--set "ps.mode=$m" --set optim.schedule=cosine)
+      [ "$m" = asp ] || [ "$m" = ssp ] && extra+=(--set optim.lr=0.0125)
       [ "$m" = ssp ] && extra+=(--set ps.staleness=3)
       [ "$m" = backup ] && extra=(--set ps.mode=bsp --set ps.backup_workers=1 \
         --set optim.schedule=cosine)

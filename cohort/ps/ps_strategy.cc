@@ -201,9 +201,9 @@ nlohmann::json PsMetrics::json(bool with_hist) const {
                    {"pull_s", pull_s},
                    {"pushes_in_backward", pushes_in_backward},
                    {"push_overlap_s", push_overlap_s}};
-  if (raw_push_bytes > 0) {  // compressed pushes: as the DDP hook's compress_* fields
-    j["compress_raw_bytes"] = raw_push_bytes;
-    j["compress_message_bytes"] = push_bytes;
+  if (raw_push_bytes > 0) {  // compressed pushes: per step, as the DDP hook's compress_* fields
+    j["compress_raw_bytes"] = double(raw_push_bytes) / n;
+    j["compress_message_bytes"] = double(push_bytes) / n;
     j["compress_ratio"] = push_bytes > 0 ? double(raw_push_bytes) / double(push_bytes) : 0.0;
     j["compress_encode_ms"] = 1e3 * encode_s / n;  // per push (over the servers)
   }

@@ -283,8 +283,12 @@ Bytes PsWorker::frame(int i, int64_t step, const float* grads) {
 PushReply PsWorker::push_to(int i, int64_t step, const float* grads, float* values) {
   Link& l = links_[size_t(i)];
   const KeyRange r = ranges_[size_t(i)];
-  Bytes push = frame(i, step, grads);
   const std::string what = str(server_name(i), "'s answer to the push of step ", step);
+  // Encoded only when it is sent (a compressed push moves the error-feedback residual: a push
+  // the server already holds must leave it alone), and once: a retry resends the same bytes.
+  Bytes push;
+  l.sent = 0;
+  l.encode_s = 0;
   const PushReply reply = with_recovery(i, step, [&] {
     if (step < l.skip_until) {  // the server holds this push already (it restarted from a
       // checkpoint that has it, or this worker rejoins): take the values only
@@ -292,9 +296,10 @@ PushReply PsWorker::push_to(int i, int64_t step, const float* grads, float* valu
       bytes_to_floats(l.client->request(q), values + r.begin, r.size(), what);
       return PushReply{.durable = l.skip_until};
     }
+    if (push.empty()) push = frame(i, step, grads);
     return decode_push_reply(l.client->request(push), values + r.begin, r.size(), what);
   });
-  if (l.checkpoints) l.kept.emplace_back(step, std::move(push));
+  if (l.checkpoints && !push.empty()) l.kept.emplace_back(step, std::move(push));
   while (!l.kept.empty() && l.kept.front().first < reply.durable) l.kept.pop_front();
   return reply;
 }

@@ -17,7 +17,7 @@
 //          worker is close enough (consistency.h)
 //   bye    {rank[, u8 wants_final]}                            -> {}            clean shutdown
 //          (a server that checkpoints saves one first: the worker's last pushes are durable);
-//          with wants_final the server stays until it answered that worker's `final`
+//          with wants_final the server stays until that worker, answered, closes its connection
 //   final  {rank}  (after its bye)                             -> FinalState    the job's end:
 //          [, f32[range]] the values once every worker said bye, else how far the job is (the
 //          worker asks again; it gives up when that stops moving for its timeout)

@@ -132,10 +132,12 @@ Bytes ParamServer::final_state(int rank) {
   FinalState f{.done = int(said_bye_.size()) == o_.num_workers,
                .finished = int32_t(said_bye_.size()),
                .workers = o_.num_workers,
-               .progress = version_ + step_};
+               // every push counts (a BSP straggler's late pushes are dropped, not applied)
+               .progress = stats_.pushes + version_ + step_};
   Bytes b = encode_final(f, shard_.data<float>(), range_.size());
   metrics_.sent(b.size());
-  if (f.done && final_waiters_.erase(rank)) cv_.notify_all();
+  // The waiter stays until its connection closes (on_leave): this answer may still be in the
+  // socket's queue, and stopping the server now would cut it off.
   return b;
 }
 

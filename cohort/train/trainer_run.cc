@@ -164,6 +164,7 @@ TrainSummary Trainer::run() {
   }
   p.finish();
   if (s.last_eval.samples == 0) {  // resumed with no step left: still report a real evaluation
+    s.strategy->finish_training();
     s.last_eval = evaluate();
   }
   // Everyone is done with collectives (the strategy's for the final checkpoint included); rank 0

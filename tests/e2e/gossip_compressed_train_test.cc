@@ -78,23 +78,9 @@ TEST(CompressedGossipTrain, ResumeIsExactOnEveryRank) {
   const std::string ckpt =
       " --workers 2 --set optim.momentum=0.9 --set ckpt.enabled=true --set ckpt.every_steps=8"
       " --set ckpt.async=false --set gossip.compression=qsgd";
-  CliResult full = run_cli(job(d, "full") + ckpt);
-  ASSERT_EQ(full.status, 0) << full.output;
-  CliResult crash =
-      run_cli(job(d, "crash") + ckpt + " --set fault.kill_rank=0 --set fault.kill_at_step=44");
-  ASSERT_EQ(crash.status, 128 + 9) << crash.output;
-  CliResult resumed = run_cli(job(d, "crash") + ckpt + " --resume auto");
-  ASSERT_EQ(resumed.status, 0) << resumed.output;
-  EXPECT_TRUE(contains(resumed, "resumed from step 40")) << resumed.output;
-  const fs::path a = cohort::testing::newest_checkpoint(d / "full");
-  const fs::path b = cohort::testing::newest_checkpoint(d / "crash");
-  EXPECT_EQ(a.filename(), b.filename());
-  for (const char* f :
-       {"model.safetensors", "strategy.rank0.safetensors", "strategy.rank1.safetensors"}) {
-    ASSERT_TRUE(fs::exists(a / f) && fs::exists(b / f)) << f;
-    // Not EXPECT_EQ: its message would print megabytes of tensors.
-    EXPECT_TRUE(cohort::testing::read_bytes(a / f) == cohort::testing::read_bytes(b / f)) << f;
-  }
+  auto job_of = [&](const std::string& name) { return job(d, name); };
+  const fs::path a =
+      cohort::testing::expect_killed_run_resumes_exactly(job_of, d, ckpt, 44, 40).first;
   const std::string rank1 = cohort::testing::read_bytes(a / "strategy.rank1.safetensors");
   EXPECT_NE(rank1.find("choco/peer0"), std::string::npos) << "no public copy of rank 0 saved";
 }

@@ -49,22 +49,8 @@ TEST(GossipTrain, ResumeIsExactOnEveryRank) {
   const std::string ckpt =
       " --workers 2 --set optim.momentum=0.9 --set ckpt.enabled=true"
       " --set ckpt.every_steps=8 --set ckpt.async=false";
-  CliResult full = run_cli(job(d, "full") + ckpt);
-  ASSERT_EQ(full.status, 0) << full.output;
-  CliResult crash =
-      run_cli(job(d, "crash") + ckpt + " --set fault.kill_rank=0 --set fault.kill_at_step=40");
-  ASSERT_EQ(crash.status, 128 + 9) << crash.output;
-  CliResult resumed = run_cli(job(d, "crash") + ckpt + " --resume auto");
-  ASSERT_EQ(resumed.status, 0) << resumed.output;
-  EXPECT_TRUE(contains(resumed, "resumed from step 40")) << resumed.output;
-  const fs::path a = cohort::testing::newest_checkpoint(d / "full");
-  const fs::path b = cohort::testing::newest_checkpoint(d / "crash");
-  EXPECT_EQ(a.filename(), b.filename());
-  for (const char* f :
-       {"model.safetensors", "strategy.rank0.safetensors", "strategy.rank1.safetensors"}) {
-    ASSERT_TRUE(fs::exists(a / f) && fs::exists(b / f)) << f;
-    EXPECT_EQ(cohort::testing::read_bytes(a / f), cohort::testing::read_bytes(b / f)) << f;
-  }
+  auto job_of = [&](const std::string& name) { return job(d, name); };
+  cohort::testing::expect_killed_run_resumes_exactly(job_of, d, ckpt, 40, 40);
   // Another number of workers cannot take the per-rank state.
   CliResult three = run_cli(job(d, "crash") + " --workers 3 --set ckpt.enabled=true --resume auto");
   EXPECT_NE(three.status, 0) << three.output;

@@ -2,6 +2,7 @@
 #include "cohort/parallel/powersgd_hook.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "cohort/core/error.h"
 #include "cohort/core/rng.h"
@@ -102,10 +103,15 @@ void PowerSgdHook::start_q(const Entry& e, Matrix& m) const {
   }
   if (low_rank::orthogonalize_columns(m.q.data(), cols, rank)) return;
   for (int j = 0; j < rank; ++j) {
-    bool zero = true;
-    for (int64_t k = 0; k < cols && zero; ++k) zero = m.q[size_t(k * rank + j)] == 0.0f;
+    // Lost: all zero, or not finite (a step whose gradient overflowed left NaN in the warm Q).
+    bool zero = true, finite = true;
+    for (int64_t k = 0; k < cols; ++k) {
+      const float v = m.q[size_t(k * rank + j)];
+      zero = zero && v == 0.0f;
+      finite = finite && std::isfinite(v);
+    }
     uint64_t stream = steps_ << 16 | uint64_t(j + 1);  // its own draw for every column
-    if (zero) fill_normal(e, std::span<float>(m.q).subspan(size_t(j)), rank, stream);
+    if (zero || !finite) fill_normal(e, std::span<float>(m.q).subspan(size_t(j)), rank, stream);
   }
   low_rank::orthogonalize_columns(m.q.data(), cols, rank);
 }

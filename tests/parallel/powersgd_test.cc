@@ -130,6 +130,25 @@ TEST(PowerSgdHook, AZeroGradientStepDoesNotStopTheMatrixTraining) {
   }
 }
 
+// A warm Q that a non-finite step left NaN is redrawn: the next steps factorize again.
+TEST(PowerSgdHook, ANonFiniteWarmQIsRedrawn) {
+  OneBucket b;
+  auto fill = [&](int r, size_t i, int s) { return rank_one(b, r, i, s); };
+  auto hooks = make_hooks({.rank = 1, .start_step = 0, .error_feedback = false});
+  run_bucket(b, hooks, fill, 1);
+  for (auto& h : hooks) {
+    StrategyState st = h->state();
+    for (auto& [name, t] : st.tensors)
+      if (name == "q/w") t = from_vector(std::vector<float>(size_t(b.cols), NAN), {b.cols});
+    h->load_state(st);
+  }
+  auto out = run_bucket(b, hooks, fill, 1);
+  for (size_t i = 0; i < size_t(b.rows * b.cols); ++i) {
+    float want = 0.5f * (fill(0, i, 0) + fill(1, i, 0));
+    EXPECT_NEAR(out[0][i], want, 1e-5f * (1.0f + std::abs(want))) << i;
+  }
+}
+
 TEST(LowRank, OrthogonalizeReportsAZeroColumn) {
   std::vector<float> a = {1, 0, 2, 0, 3, 0};  // [3, 2], second column zero
   EXPECT_FALSE(low_rank::orthogonalize_columns(a.data(), 3, 2));

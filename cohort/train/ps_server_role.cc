@@ -10,7 +10,7 @@
 #include "cohort/ps/server.h"
 #include "cohort/rendezvous/tcp_store.h"
 #include "cohort/train/components.h"
-#include "cohort/train/metrics_log.h"
+#include "cohort/metrics/sink.h"
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {
@@ -61,7 +61,7 @@ void report(const Config& cfg, int index, const ps::ServerStats& st) {
                       {"others_median_step_ms", 1e3 * s.others_median_s}};
   }
   j.update(ps::traffic_json(st.traffic));
-  MetricsLog(metrics_path(cfg, index)).write(j);
+  metrics::JsonlFile(metrics_path(cfg, index)).write(j);
 }
 
 // Every ps.server_metrics_every updates, a "server_interval" record (server_metrics.h) in the
@@ -69,7 +69,7 @@ void report(const Config& cfg, int index, const ps::ServerStats& st) {
 void add_interval_records(const Config& cfg, int index, ps::ServerOptions& o) {
   o.metrics_every_updates = cfg.get_int("ps.server_metrics_every");
   if (o.metrics_every_updates <= 0) return;
-  auto log = std::make_shared<MetricsLog>(metrics_path(cfg, index));
+  auto log = std::make_shared<metrics::JsonlFile>(metrics_path(cfg, index));
   o.on_interval = [log, index](const ps::ServerInterval& i) {
     log->write(ps::interval_record(index, i));
   };

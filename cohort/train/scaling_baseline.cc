@@ -61,7 +61,7 @@ double record_or_compare_scaling(const Trainer::State& s, const TrainSummary& su
   return one > 0 ? sum.samples_per_s / (sum.workers * one) : -1;
 }
 
-void write_summary(const Trainer::State& s, const TrainSummary& sum, double wall_seconds) {
+void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_seconds) {
   const StepTimes& t = s.metrics.run_total();
   double steps = double(std::max<int64_t>(s.metrics.run_steps(), 1));
   nlohmann::json j{{"event", "summary"},
@@ -77,7 +77,7 @@ void write_summary(const Trainer::State& s, const TrainSummary& sum, double wall
   if (sum.eval.accuracy >= 0) j["eval_accuracy"] = sum.eval.accuracy;
   if (sum.comm_hidden >= 0) j["comm_hidden"] = sum.comm_hidden;
   if (sum.scaling_efficiency >= 0) j["scaling_efficiency"] = sum.scaling_efficiency;
-  s.log->write(j);
+  s.log.write(j);
   if (!s.world->is_chief()) return;
   std::string acc = sum.eval.accuracy >= 0 ? detail::str(", ", s.data.eval_name, " accuracy ",
                                                          sum.eval.accuracy * 100, "%")
@@ -95,7 +95,7 @@ void write_summary(const Trainer::State& s, const TrainSummary& sum, double wall
       std::printf("; scaling efficiency vs 1 worker: %.0f%%", 100 * sum.scaling_efficiency);
     std::printf("\n");
   }
-  std::printf("metrics: %s\n", s.log->path().c_str());
+  std::printf("metrics: %s\n", s.metrics_file.c_str());
 }
 
 }  // namespace cohort::train

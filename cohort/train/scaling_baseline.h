@@ -13,6 +13,6 @@ namespace cohort::train {
 // Chief only. Records (1 worker) or compares (N workers); returns the efficiency, or -1.
 double record_or_compare_scaling(const Trainer::State& s, const TrainSummary& sum);
 // Prints the summary (chief) and appends the summary record to this rank's metrics file.
-void write_summary(const Trainer::State& s, const TrainSummary& sum, double wall_seconds);
+void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_seconds);
 
 }  // namespace cohort::train

@@ -15,7 +15,7 @@
 #include "cohort/optim/clip.h"
 #include "cohort/parallel/strategy_registry.h"
 #include "cohort/train/components.h"
-#include "cohort/train/metrics_log.h"
+#include "cohort/metrics/sink.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/trainer_state.h"
 

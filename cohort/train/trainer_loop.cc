@@ -76,7 +76,7 @@ void log_eval(Trainer::State& s, Progress& p, const EvalResult& r, int64_t epoch
                    {"time_s", seconds_since(s.start)},
                    {"train_s", s.train_seconds}};  // time_s less evaluations and start-up
   if (r.accuracy >= 0) j["accuracy"] = r.accuracy;
-  s.log->write(j);
+  s.log.write(j);
 }
 
 void log_step(Trainer::State& s, double loss, int64_t epoch, double sps) {
@@ -86,7 +86,7 @@ void log_step(Trainer::State& s, double loss, int64_t epoch, double sps) {
                    {"samples_per_s", sps}, {"time_s", seconds_since(s.start)}};
   j.update(s.metrics.take_interval());
   j.update(s.strategy->take_interval_metrics());
-  s.log->write(j);
+  s.log.write(j);
 }
 
 // fault.kill_rank / fault.kill_at_step: the test seam for "a worker dies mid-epoch".

@@ -80,7 +80,8 @@ void Trainer::start_run() {
   State& s = *s_;
   bool chief = s.world->is_chief();
   s.run_dir = make_run_dir(s.cfg, chief);
-  s.log = std::make_unique<MetricsLog>(metrics_path(s));
+  s.metrics_file = metrics_path(s);
+  s.log.add(std::make_unique<metrics::JsonlFile>(s.metrics_file));
   s.ckpt = make_checkpoints(s.cfg, s.run_dir);
   if (s.strategy->start_step() > 0) return rejoin_at(s.strategy->start_step());
   std::optional<ckpt::CheckpointData> d = find_resume_checkpoint(s);
@@ -145,14 +146,14 @@ TrainSummary Trainer::run() {
   State& s = *s_;
   start_run();
   s.start = Clock::now();
-  s.log->write(nlohmann::json{{"event", "start"},
-                              {"model", s.cfg.get_string("model.type")},
-                              {"parameters", s.model->num_parameters()},
-                              {"total_steps", s.total_steps},
-                              {"start_step", s.step},
-                              {"rank", s.world->rank},
-                              {"workers", s.world->size},
-                              {"threads", num_threads()}});
+  s.log.write(nlohmann::json{{"event", "start"},
+                             {"model", s.cfg.get_string("model.type")},
+                             {"parameters", s.model->num_parameters()},
+                             {"total_steps", s.total_steps},
+                             {"start_step", s.step},
+                             {"rank", s.world->rank},
+                             {"workers", s.world->size},
+                             {"threads", num_threads()}});
   if (s.world->is_chief()) print_start(s);
   std::string mode = s.world->is_chief() ? s.cfg.get_string("run.progress") : "none";
   Progress p(progress_mode(mode), s.total_steps, s.cfg.get_int("run.log_every"));

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "cohort/ckpt/checkpoint.h"
+#include "cohort/metrics/sink.h"
 #include "cohort/optim/schedule.h"
 #include "cohort/parallel/strategy.h"
 #include "cohort/train/components.h"
-#include "cohort/train/metrics_log.h"
 #include "cohort/train/step_metrics.h"
 #include "cohort/train/trainer.h"
 #include "cohort/train/world.h"
@@ -39,7 +39,8 @@ struct Trainer::State {
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::LrSchedule> schedule;
-  std::unique_ptr<MetricsLog> log;
+  metrics::Recorder log;     // every record of this rank goes here (its JSONL file, ...)
+  std::string metrics_file;  // this rank's JSONL file
   // Declared after the model and optimizer, so destroyed before them.
   std::unique_ptr<parallel::Strategy> strategy;   // parallel.strategy ("none" for one process)
   std::unique_ptr<ckpt::CheckpointManager> ckpt;  // rank 0 writes; every rank may read

@@ -88,6 +88,8 @@ class Communicator {
   // Payload bytes this rank has sent to / received from its peers (all operations so far).
   uint64_t bytes_sent() const { return ctx_->bytes_sent(); }
   uint64_t bytes_received() const { return ctx_->bytes_received(); }
+  // Of those, the bytes that travelled in messages (not read through shared arenas).
+  uint64_t message_bytes_received() const { return ctx_->message_bytes_received(); }
   // Of those, the bytes read straight from shm peers' memory
   // (DeviceOptions::shm_single_copy_bytes).
   uint64_t single_copy_bytes_received() const { return ctx_->single_copy_bytes_received(); }

@@ -78,8 +78,9 @@ JobPlan make_plan(const LaunchOptions& o) {
   JobPlan plan;
   plan.base_env = rendezvous::snapshot_environment();
   // Multi-node: every node needs the same secret, so it cannot be generated here.
-  plan.secret =
-      rendezvous::secret_from_env(plan.base_env, rendezvous::SecretPolicy::kAllowInsecure);
+  plan.secret = !o.secret.empty() ? o.secret
+                                  : rendezvous::secret_from_env(
+                                        plan.base_env, rendezvous::SecretPolicy::kAllowInsecure);
   if (plan.secret.empty()) {
     COHORT_CHECK_ARG(o.nnodes == 1, "cohort run: --nnodes ", o.nnodes,
                      " needs a job secret shared by all nodes: set COHORT_JOB_SECRET (hex, e.g. "
@@ -174,6 +175,9 @@ LaunchResult run(const LaunchOptions& options) {
                    out.failed_rank, detail::describe_status(out.status).c_str(), used,
                    options.max_restarts);
       std::fflush(stderr);
+      if (options.on_event)
+        options.on_event("restart", str(why, "; restarting all workers (restart ", used, " of ",
+                                        options.max_restarts, ")"));
       continue;
     }
     result.exit_code = detail::exit_code_of(out.status);

@@ -37,11 +37,13 @@
 // self-pipe; the previous handlers are restored on return). Hence one run() at a time per
 // process; a second concurrent call throws InvalidArgument.
 #include <chrono>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cohort/launch/binding.h"
+#include "cohort/rendezvous/secret.h"
 
 namespace cohort::launch {
 
@@ -67,6 +69,12 @@ struct LaunchOptions {
   // COHORT_SERVER_RESTARTS = how often it did). Servers exit by themselves once the workers are
   // done.
   int num_servers = 0;
+  // The job secret; empty: COHORT_JOB_SECRET(_FILE) of this process, else a fresh one (single
+  // node). Given when something beside the launcher needs it first (the dashboard).
+  rendezvous::Secret secret;
+  // Told of what the job goes through, for the dashboard: kind "restart" (text: why), from the
+  // launcher's thread, between attempts.
+  std::function<void(const std::string& kind, const std::string& text)> on_event;
 };
 
 struct LaunchResult {

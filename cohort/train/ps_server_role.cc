@@ -6,11 +6,11 @@
 
 #include "cohort/core/logging.h"
 #include "cohort/core/thread_pool.h"
+#include "cohort/metrics/sink.h"
 #include "cohort/ps/ps_strategy.h"
 #include "cohort/ps/server.h"
 #include "cohort/rendezvous/tcp_store.h"
 #include "cohort/train/components.h"
-#include "cohort/metrics/sink.h"
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {

@@ -46,6 +46,12 @@ void write_baselines(const fs::path& file, const nlohmann::json& j) {
 
 }  // namespace
 
+double recorded_baseline(const Trainer::State& s) {
+  nlohmann::json all = read_baselines(baseline_file(s));
+  const std::string key = baseline_key(s);
+  return all.contains(key) ? all[key].value("samples_per_s", -1.0) : -1;
+}
+
 double record_or_compare_scaling(const Trainer::State& s, const TrainSummary& sum) {
   if (sum.steps - s.start_step < kMinStepsForBaseline) return -1;
   fs::path file = baseline_file(s);

@@ -12,6 +12,8 @@ namespace cohort::train {
 
 // Chief only. Records (1 worker) or compares (N workers); returns the efficiency, or -1.
 double record_or_compare_scaling(const Trainer::State& s, const TrainSummary& sum);
+// The 1-worker samples/s recorded for this setup, or -1 (the dashboard's live efficiency).
+double recorded_baseline(const Trainer::State& s);
 // Prints the summary (chief) and appends the summary record to this rank's metrics file.
 void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_seconds);
 

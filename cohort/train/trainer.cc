@@ -9,13 +9,14 @@
 #include "cohort/core/thread_pool.h"
 #include "cohort/data/loader.h"
 #include "cohort/data/text.h"
+#include "cohort/metrics/sink.h"
+#include "cohort/metrics/stream_sink.h"
 #include "cohort/nn/loss.h"
 #include "cohort/nn/models/gpt.h"
 #include "cohort/ops/ops.h"
 #include "cohort/optim/clip.h"
 #include "cohort/parallel/strategy_registry.h"
 #include "cohort/train/components.h"
-#include "cohort/metrics/sink.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/trainer_state.h"
 
@@ -51,6 +52,9 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   check_combination(cfg);
   s_->world = join_world(cfg, env);
   if (s_->world->size > 1) log::set_rank(s_->world->rank);
+  // Under `--dashboard` every record also goes to the launcher (metrics/stream_sink.h).
+  if (auto stream = metrics::stream_sink_from_env(env, s_->world->rank))
+    s_->log.add(std::move(stream));
   set_num_threads(int(cfg.get_int("run.threads")));
   s_->batch = cfg.get_int("data.batch_size");
   s_->data = make_data(cfg);

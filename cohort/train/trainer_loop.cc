@@ -80,10 +80,10 @@ void log_eval(Trainer::State& s, Progress& p, const EvalResult& r, int64_t epoch
 }
 
 void log_step(Trainer::State& s, double loss, int64_t epoch, double sps) {
-  nlohmann::json j{{"event", "step"},      {"step", s.step},
-                   {"epoch", epoch},       {"rank", s.world->rank},
-                   {"loss", loss},         {"lr", s.opt->lr()},
-                   {"samples_per_s", sps}, {"time_s", seconds_since(s.start)}};
+  nlohmann::json j{
+      {"event", "step"},       {"step", s.step},       {"epoch", epoch},
+      {"rank", s.world->rank}, {"loss", loss},         {"lr", s.opt->lr()},
+      {"samples_per_s", sps},  {"samples", s.samples}, {"time_s", seconds_since(s.start)}};
   j.update(s.metrics.take_interval());
   j.update(s.strategy->take_interval_metrics());
   s.log.write(j);

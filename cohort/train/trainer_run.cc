@@ -134,7 +134,10 @@ bool Trainer::prepare_checkpoint() {
 
 void Trainer::write_checkpoint() {
   State& s = *s_;
-  if (s.world->is_chief()) s.ckpt->save(capture_checkpoint(s, s.pos, s.pending_strategy));
+  if (s.world->is_chief()) {
+    s.ckpt->save(capture_checkpoint(s, s.pos, s.pending_strategy));
+    s.log.write(nlohmann::json{{"event", "checkpoint"}, {"step", s.step}, {"dir", s.ckpt->dir()}});
+  }
   s.pending_strategy = {};
 }
 
@@ -146,14 +149,16 @@ TrainSummary Trainer::run() {
   State& s = *s_;
   start_run();
   s.start = Clock::now();
-  s.log.write(nlohmann::json{{"event", "start"},
-                             {"model", s.cfg.get_string("model.type")},
-                             {"parameters", s.model->num_parameters()},
-                             {"total_steps", s.total_steps},
-                             {"start_step", s.step},
-                             {"rank", s.world->rank},
-                             {"workers", s.world->size},
-                             {"threads", num_threads()}});
+  s.log.write(nlohmann::json{
+      {"event", "start"},
+      {"model", s.cfg.get_string("model.type")},
+      {"parameters", s.model->num_parameters()},
+      {"total_steps", s.total_steps},
+      {"start_step", s.step},
+      {"rank", s.world->rank},
+      {"workers", s.world->size},
+      {"threads", num_threads()},
+      {"baseline_samples_per_s", s.world->is_chief() ? recorded_baseline(s) : -1.0}});
   if (s.world->is_chief()) print_start(s);
   std::string mode = s.world->is_chief() ? s.cfg.get_string("run.progress") : "none";
   Progress p(progress_mode(mode), s.total_steps, s.cfg.get_int("run.log_every"));

@@ -58,11 +58,11 @@ int shared_buffers_child(const Job& job, int rank) {
     auto in = make_input(t, ReduceOp::sum, rank, count);
     SharedBuffer buf = c->alloc_shared(in.size());
     std::memcpy(buf.data(), in.data(), in.size());
-    uint64_t before = c->bytes_received();
+    uint64_t before = c->message_bytes_received();
     allreduce(*c, {.output = buf.data(), .count = count, .dtype = t});
     auto want = reference(t, ReduceOp::sum, job.size, count);
     if (!compare(t, buf.data(), want.data(), count).empty() ||
-        c->bytes_received() - before > 4096) {
+        c->message_bytes_received() - before > 4096) {
       return kWrongResult;
     }
   }

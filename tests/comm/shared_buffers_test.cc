@@ -80,12 +80,12 @@ TEST(SharedBuffers, AutoPicksItForArenaBuffersOnlyAndResultsAreBitIdenticalAcros
     EXPECT_TRUE(c.in_shared_arena(x, count * 4));
     std::vector<float> heap(x, x + count);
     EXPECT_FALSE(c.in_shared_arena(heap.data(), 4));
-    uint64_t before = c.bytes_received();
+    uint64_t before = c.message_bytes_received();
     allreduce(c, {.output = x, .count = count, .op = ReduceOp::avg});
     // In place through the arenas: only the offsets and two barriers travel.
-    EXPECT_LT(c.bytes_received() - before, 1024u);
+    EXPECT_LT(c.message_bytes_received() - before, 1024u);
     allreduce(c, {.output = heap.data(), .count = count, .op = ReduceOp::avg});  // the rings
-    EXPECT_GT(c.bytes_received() - before, count * 4);
+    EXPECT_GT(c.message_bytes_received() - before, count * 4);
     results[size_t(c.rank())].assign(x, x + count);
     // Same values as the rings up to rounding (another summation order).
     for (size_t i = 0; i < count; i += 997) EXPECT_NEAR(x[i], heap[i], 1e-5) << i;

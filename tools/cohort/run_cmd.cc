@@ -7,6 +7,7 @@
 
 #include "cohort/launch/launcher.h"
 #include "tools/cohort/commands.h"
+#include "tools/cohort/dashboard_flags.h"
 
 namespace cohort::cli {
 namespace {
@@ -16,6 +17,7 @@ struct RunCmdOptions {
   std::string bind = "auto";
   bool no_tag = false;
   double stop_grace_s = 5.0;
+  DashboardArgs dashboard;
 };
 
 int run_launch(RunCmdOptions& o) {
@@ -23,7 +25,9 @@ int run_launch(RunCmdOptions& o) {
   o.launch.bind = launch::parse_bind(o.bind);
   o.launch.stop_grace =
       std::chrono::milliseconds(static_cast<long long>(o.stop_grace_s * 1000.0 + 0.5));
+  std::unique_ptr<monitor::Dashboard> dashboard = start_dashboard(o.dashboard, o.launch);
   launch::LaunchResult r = launch::run(o.launch);
+  end_dashboard(dashboard.get(), r);
   if (r.exit_code != 0) std::fprintf(stderr, "cohort run: %s\n", r.message.c_str());
   return r.exit_code;
 }
@@ -57,6 +61,7 @@ void add_run_command(CLI::App& app, Handlers& h) {
                   "Pin workers to cores: auto (when they fit on the cores, as mpirun), core, none")
       ->capture_default_str();
   cmd->add_flag("--no-tag", o->no_tag, "Do not prefix output lines with [rank R]");
+  add_dashboard_options(cmd, o->dashboard);
   cmd->add_option("command", o->launch.command, "PROGRAM ARGS... (after --)")->required();
   // Everything after the first positional belongs to the program, even things like "-n 5".
   cmd->positionals_at_end();

@@ -11,6 +11,7 @@
 #include "cohort/train/train_config.h"
 #include "cohort/train/trainer.h"
 #include "tools/cohort/commands.h"
+#include "tools/cohort/dashboard_flags.h"
 
 namespace cohort::cli {
 namespace {
@@ -23,6 +24,7 @@ struct TrainArgs {
   std::string resume;
   int max_restarts = 0;
   std::string bind = "auto";
+  DashboardArgs dashboard;
 };
 
 int train_here(const TrainArgs& a) {
@@ -58,7 +60,9 @@ int launch_workers(const TrainArgs& a) {
   o.num_servers = a.servers;
   o.max_restarts = a.max_restarts;
   o.bind = launch::parse_bind(a.bind);
+  std::unique_ptr<monitor::Dashboard> dashboard = start_dashboard(a.dashboard, o);
   launch::LaunchResult r = launch::run(o);
+  end_dashboard(dashboard.get(), r);
   if (r.exit_code != 0) std::fprintf(stderr, "cohort train: %s\n", r.message.c_str());
   return r.exit_code;
 }
@@ -91,8 +95,10 @@ void add_train_command(CLI::App& app, Handlers& h) {
                   "resume from the newest checkpoint. With --servers: a failed parameter server "
                   "restarts alone from its own checkpoint")
       ->check(CLI::Range(0, 1000));
+  add_dashboard_options(cmd, a->dashboard);
   cmd->callback([&h, a] {
     h.run = [a] {
+      if (a->dashboard.requested() && a->workers == 0) a->workers = 1;  // served by the launcher
       if (a->workers > 0) return launch_workers(*a);
       COHORT_CHECK_ARG(a->servers == 0, "cohort train: --servers needs --workers N");
       COHORT_CHECK_ARG(a->max_restarts == 0,

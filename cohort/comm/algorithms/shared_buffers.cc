@@ -83,6 +83,10 @@ void allreduce_shared_buffers(Exec& ex, const char* in, char* out, size_t count)
     std::memcpy(out + lo(k) * elem, theirs + lo(k) * elem, (hi(k) - lo(k)) * elem);
   }
   exchange(ex, {});  // nobody reads a peer's output any more
+  // Traffic: this rank read n - 1 peers' inputs of its segment and every other segment's
+  // output; peers read the mirror image of ours.
+  const uint64_t mine = segs.length[size_t(r)] * elem, moved = (n - 1) * mine + (bytes - mine);
+  ex.count_shared_traffic(moved, moved);
 }
 
 }  // namespace cohort::comm::algo

@@ -57,10 +57,22 @@ class Context {
     hint_ = std::move(hint);
   }
 
-  // Payload bytes posted to peers and expected from them so far (frame headers excluded),
-  // for per-step traffic metrics. Readable from any thread.
-  uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
-  uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
+  // Payload bytes that moved to and from peers so far, for per-step traffic metrics: posted
+  // in messages (frame headers excluded) plus what moved through shared arenas without one
+  // (count_shared_traffic). Readable from any thread.
+  uint64_t bytes_sent() const { return message_bytes_sent() + shared_sent_.load(kRelaxed); }
+  uint64_t bytes_received() const {
+    return message_bytes_received() + shared_received_.load(kRelaxed);
+  }
+  // Of those, the bytes posted in messages only.
+  uint64_t message_bytes_sent() const { return bytes_sent_.load(kRelaxed); }
+  uint64_t message_bytes_received() const { return bytes_received_.load(kRelaxed); }
+  // Adds traffic that took no message: bytes read from peers' shared arenas (received) and
+  // bytes of ours that peers read (sent).
+  void count_shared_traffic(uint64_t received, uint64_t sent) {
+    shared_received_.fetch_add(received, kRelaxed);
+    shared_sent_.fetch_add(sent, kRelaxed);
+  }
   // Of those received, the bytes read straight from a shm peer's memory (single copy).
   uint64_t single_copy_bytes_received() const {
     return single_copy_bytes_.load(std::memory_order_relaxed);
@@ -113,7 +125,9 @@ class Context {
   FaultInjection faults_;
   uint64_t sent_to_drop_peer_ = 0;
   bool stalled_ = false;
+  static constexpr auto kRelaxed = std::memory_order_relaxed;
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, single_copy_bytes_{0};
+  std::atomic<uint64_t> shared_sent_{0}, shared_received_{0};
   std::shared_ptr<const WaitHint> hint_;
 };
 

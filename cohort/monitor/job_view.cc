@@ -1,0 +1,178 @@
+#include "cohort/monitor/job_view.h"
+
+#include <algorithm>
+
+namespace cohort::monitor {
+namespace {
+
+void push_bounded(std::deque<Json>& q, Json value, size_t cap) {
+  q.push_back(std::move(value));
+  while (q.size() > cap) q.pop_front();
+}
+
+Json to_array(const std::deque<Json>& q) {
+  return Json(std::vector<Json>(q.begin(), q.end()));
+}
+
+// The step-time breakdown a step record carries (milliseconds per step).
+Json breakdown_of(const Json& step) {
+  Json b = Json::object();
+  for (const char* k :
+       {"data_ms", "forward_ms", "backward_ms", "optimizer_ms", "exposed_comm_ms", "comm_ms"})
+    b[k] = step.value(k, 0.0);
+  return b;
+}
+
+}  // namespace
+
+JobView::JobView(JobViewOptions options) : options_(options) {
+  for (int r = 0; r < options_.workers; ++r) ranks_[r];
+}
+
+void JobView::ingest(int rank, const Json& record) {
+  std::lock_guard lock(mu_);
+  if (!record.is_object() || !record.contains("event") || !record["event"].is_string()) {
+    ++malformed_;
+    return;
+  }
+  const std::string kind = record["event"].get<std::string>();
+  if (kind == "step") {
+    on_step(rank, record);
+  } else if (kind == "eval") {
+    on_eval(record);
+  } else if (kind == "start") {
+    on_start(rank, record);
+  } else if (kind == "checkpoint") {
+    add_event("checkpoint", "checkpoint after step " + std::to_string(record.value("step", 0)));
+  } else if (kind == "summary") {
+    ranks_[rank].finished = true;
+    if (rank == 0) summary_ = record;
+  }
+}
+
+void JobView::on_start(int rank, const Json& r) {
+  state_ = "running";
+  if (rank != 0) return;
+  start_ = r;
+  if (r.value("start_step", 0) > 0)
+    add_event("resume", "resumed from step " + std::to_string(r.value("start_step", 0)));
+}
+
+void JobView::on_step(int rank, const Json& r) {
+  state_ = "running";
+  RankTotals& t = ranks_[rank];
+  t.last_step = r;
+  t.step = r.value("step", int64_t{0});
+  t.samples = r.value("samples", t.samples);
+  t.bytes_sent += r.value("bytes_sent", uint64_t{0});
+  t.bytes_received += r.value("bytes_received", uint64_t{0});
+  t.energy_j += r.value("energy_j", 0.0);
+  const uint64_t steps = r.value("steps", uint64_t{1});
+  const double mean_s = 1e-3 * (r.value("data_ms", 0.0) + r.value("forward_ms", 0.0) +
+                                r.value("backward_ms", 0.0) + r.value("optimizer_ms", 0.0));
+  for (size_t b = 0; b < kStepBuckets.size(); ++b)
+    if (mean_s <= kStepBuckets[b]) t.bucket_counts[b] += steps;
+  t.step_count += steps;
+  t.step_seconds_sum += mean_s * double(steps);
+  if (r.contains("straggler") && r["straggler"].is_object()) {
+    straggler_ = r["straggler"];
+    straggler_["step"] = t.step;
+    const int slow = straggler_.value("rank", -1);
+    for (auto& [k, v] : ranks_) v.straggler = k == slow;
+  }
+  if (rank == 0) push_bounded(loss_, Json::array({t.step, r.value("loss", 0.0)}), options_.history);
+  push_bounded(throughput_, Json::array({elapsed_s(), job_samples_per_s()}), options_.history);
+}
+
+void JobView::on_eval(const Json& r) {
+  push_bounded(evals_, r, options_.history);
+}
+
+void JobView::event(const std::string& kind, const std::string& text) {
+  std::lock_guard lock(mu_);
+  if (kind == "restart") ++restarts_;
+  if (kind == "finished" || kind == "failed") state_ = kind;
+  add_event(kind, text);
+}
+
+void JobView::add_event(const std::string& kind, const std::string& text) {
+  push_bounded(events_, Json{{"time_s", elapsed_s()}, {"kind", kind}, {"text", text}},
+               options_.history);
+}
+
+double JobView::elapsed_s() const {
+  return std::chrono::duration<double>(Clock::now() - started_).count();
+}
+
+double JobView::job_samples_per_s() const {
+  double sum = 0;
+  for (const auto& [rank, t] : ranks_) sum += t.last_step.value("samples_per_s", 0.0);
+  return sum;
+}
+
+Json JobView::snapshot() const {
+  std::lock_guard lock(mu_);
+  Json ranks = Json::array();
+  uint64_t bytes = 0;
+  double energy = 0;
+  for (const auto& [rank, t] : ranks_) {
+    ranks.push_back(Json{{"rank", rank},
+                         {"step", t.step},
+                         {"samples", t.samples},
+                         {"loss", t.last_step.value("loss", 0.0)},
+                         {"samples_per_s", t.last_step.value("samples_per_s", 0.0)},
+                         {"breakdown", breakdown_of(t.last_step)},
+                         {"bytes_sent", t.bytes_sent},
+                         {"bytes_received", t.bytes_received},
+                         {"energy_j", t.energy_j},
+                         {"straggler", t.straggler},
+                         {"finished", t.finished}});
+    bytes += t.bytes_sent;
+    energy += t.energy_j;
+  }
+  const double sps = job_samples_per_s();
+  const double baseline = start_.value("baseline_samples_per_s", 0.0);
+  const int workers = std::max<int>(options_.workers, int(ranks_.size()));
+  Json efficiency = baseline > 0 && workers > 0 ? Json(sps / (workers * baseline)) : Json();
+  if (summary_.contains("scaling_efficiency")) efficiency = summary_["scaling_efficiency"];
+  return Json{{"state", state_},
+              {"elapsed_s", elapsed_s()},
+              {"workers", workers},
+              {"total_steps", start_.value("total_steps", 0)},
+              {"model", start_.value("model", "")},
+              {"samples_per_s", sps},
+              {"bytes_sent", bytes},
+              {"energy_j", energy},
+              {"energy_source", start_.value("energy_source", "")},
+              {"scaling_efficiency", efficiency},
+              {"restarts", restarts_},
+              {"straggler", straggler_},
+              {"ranks", ranks},
+              {"loss", to_array(loss_)},
+              {"throughput", to_array(throughput_)},
+              {"evals", to_array(evals_)},
+              {"events", to_array(events_)},
+              {"summary", summary_}};
+}
+
+std::map<int, RankTotals> JobView::totals() const {
+  std::lock_guard lock(mu_);
+  return ranks_;
+}
+
+int JobView::workers() const {
+  std::lock_guard lock(mu_);
+  return std::max<int>(options_.workers, int(ranks_.size()));
+}
+
+int64_t JobView::restarts() const {
+  std::lock_guard lock(mu_);
+  return restarts_;
+}
+
+uint64_t JobView::malformed() const {
+  std::lock_guard lock(mu_);
+  return malformed_;
+}
+
+}  // namespace cohort::monitor

@@ -18,10 +18,12 @@ h1 { margin-bottom: 4px; } h2 { margin-top: 32px; border-bottom: 1px solid #ddd;
 table { border-collapse: collapse; margin: 8px 0; }
 th, td { border: 1px solid #ccc; padding: 4px 10px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
+.section { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 0 24px; }
+.section > table, .section > p, .section > .row:not(.single) { grid-column: 1 / -1; }
+.section > table { justify-self: start; }
 .row { display: grid; grid-template-columns: repeat(var(--cols), minmax(0, 1fr)); gap: 16px; }
 .panel { min-width: 0; } .panel h3 { font-size: 14px; margin: 8px 0; }
-.panel canvas { width: 100% !important; height: 300px !important; }
-.single .panel canvas { height: 340px !important; }
+.panel canvas { width: 100% !important; height: 260px !important; }
 .estimate { background: #fff3cd; padding: 1px 6px; border-radius: 4px; }
 )";
 
@@ -67,13 +69,13 @@ std::string render_html(const nlohmann::json& data, const std::string& chartjs) 
     << js_for_script(chartjs) << "\n</script>\n</head>\n<body>\n"
     << "<h1>cohort report</h1>\n<div class=\"sub\" id=\"runs\"></div>\n"
     << "<div id=\"warnings\"></div>\n"
-    << "<h2>Summary</h2><div id=\"summary\"></div>\n"
-    << "<h2>Loss and accuracy</h2><div id=\"curves\"></div>\n"
-    << "<h2>Throughput</h2><div id=\"throughput\"></div>\n"
-    << "<h2>Step breakdown per rank</h2><div id=\"breakdown\"></div>\n"
-    << "<h2>Scaling efficiency</h2><div id=\"scaling\"></div>\n"
-    << "<h2>Communication overhead</h2><div id=\"comm\"></div>\n"
-    << "<h2>Energy</h2><div id=\"energy\"></div>\n"
+    << "<h2>Summary</h2><div class=\"section\" id=\"summary\"></div>\n"
+    << "<h2>Loss and accuracy</h2><div class=\"section\" id=\"curves\"></div>\n"
+    << "<h2>Throughput</h2><div class=\"section\" id=\"throughput\"></div>\n"
+    << "<h2>Step breakdown per rank</h2><div class=\"section\" id=\"breakdown\"></div>\n"
+    << "<h2>Scaling efficiency</h2><div class=\"section\" id=\"scaling\"></div>\n"
+    << "<h2>Communication overhead</h2><div class=\"section\" id=\"comm\"></div>\n"
+    << "<h2>Energy</h2><div class=\"section\" id=\"energy\"></div>\n"
     << kDataOpen << json_for_script(data) << kScriptClose << "\n"
     << "<script>\n"
     << page_script() << "\n</script>\n</body>\n</html>\n";

@@ -77,7 +77,7 @@ function lineFigure(parent, title, xLabel, yLabel, seriesOf) {
   const sets = D.runs.map((r, i) => seriesOf(r).map(s => ({
     label: COMPARE ? s.label : r.name + (s.label ? ' ' + s.label : ''),
     data: pts(s.x, s.y), borderColor: color(i), backgroundColor: color(i),
-    borderDash: s.dash ? [6, 4] : [], pointRadius: s.points ? 3 : 0, borderWidth: 1.5})));
+    borderDash: s.dash || [], pointRadius: s.points ? 3 : 0, borderWidth: 1.5})));
   if (sets.flat().every(s => s.data.length === 0)) {
     parent.appendChild(el('p', 'note', title + ': ' + NR));
     return;
@@ -113,13 +113,14 @@ function drawCurves() {
              r => [{x: r.eval.train_s, y: r.eval.accuracy, points: true}]);
 }
 function drawThroughput() {
-  lineFigure(document.getElementById('throughput'), 'Samples/s (all ranks, running mean)',
+  lineFigure(document.getElementById('speed'), 'Samples/s (all ranks)',
              'step', 'samples/s', r => [{x: r.throughput.step, y: r.throughput.samples_per_s}]);
 }
 function drawBreakdown() {
-  const parent = document.getElementById('breakdown');
-  parent.appendChild(el('p', 'note', 'Mean ms per step of each rank. Backward (compute) is ' +
-      'backward less the exposed communication, so a bar\'s height is the step time.'));
+  const parent = document.getElementById('speed');
+  parent.appendChild(el('p', 'note', 'Bars: mean ms per step of each rank; backward (compute) ' +
+      'is backward less the exposed communication, so a bar\'s height is the step time. ' +
+      'Samples/s: the sum over ranks of each rank\'s running mean.'));
   const groups = COMPARE ? D.runs.map(r => [r]) : [D.runs];
   const ymax = Math.max(0, ...D.runs.flatMap(r => r.breakdown.map(b => b.step_ms)));
   const row = figureRow(parent, groups.length);
@@ -127,7 +128,7 @@ function drawBreakdown() {
     const bars = g.flatMap(r => r.breakdown.map(b => [(COMPARE ? '' : r.name + ' ') + 'rank ' + b.rank, b]));
     const datasets = PHASES.map(ph => ({label: ph[1], backgroundColor: ph[2],
                                         data: bars.map(x => x[1][ph[0]])}));
-    new Chart(panel(row, COMPARE ? g[0].name : 'All runs'), {type: 'bar',
+    new Chart(panel(row, 'Step breakdown' + (COMPARE ? ': ' + g[0].name : '')), {type: 'bar',
       data: {labels: bars.map(x => x[0]), datasets: datasets},
       options: {animation: false, responsive: true, maintainAspectRatio: false,
                 scales: {x: {stacked: true}, y: {stacked: true, max: COMPARE ? ymax : undefined,
@@ -149,10 +150,12 @@ function drawComm() {
   table(parent, ['run', 'step (ms)', 'communication (ms)', 'exposed (ms)', 'hidden share'],
         D.runs.map(r => { const m = r.comm.mean; return [r.name, fmt(m.step_ms), fmt(m.comm_ms),
           fmt(m.exposed_ms), m.hidden_share === null ? 'no communication' : pct(m.hidden_share)]; }));
-  lineFigure(parent, 'Communication per step (rank 0; dashed: exposed)', 'step', 'ms',
-             r => [{label: 'step', x: r.comm.step, y: r.comm.step_ms},
-                   {label: 'communication', x: r.comm.step, y: r.comm.comm_ms},
-                   {label: 'exposed', x: r.comm.step, y: r.comm.exposed_ms, dash: true}]);
+  // Runs that communicated nothing (1 worker) would only add flat lines at zero.
+  lineFigure(parent, 'Per step, rank 0 (dotted: step, solid: communication, dashed: exposed)',
+             'step', 'ms', r => r.comm.mean.comm_ms > 0 ? [
+               {label: 'step', x: r.comm.step, y: r.comm.step_ms, dash: [2, 3]},
+               {label: 'communication', x: r.comm.step, y: r.comm.comm_ms},
+               {label: 'exposed', x: r.comm.step, y: r.comm.exposed_ms, dash: [6, 4]}] : []);
 }
 function source(e) {
   if (!e.recorded) return NR;
@@ -172,7 +175,7 @@ function drawEnergy() {
   lineFigure(parent, 'Evaluation accuracy vs energy', 'energy (J)', 'accuracy',
              r => [{x: r.eval.energy_j, y: r.eval.accuracy, points: true}]);
 }
-[drawSummary, drawCurves, drawThroughput, drawBreakdown, drawScaling, drawComm, drawEnergy]
+[drawSummary, drawCurves, drawBreakdown, drawThroughput, drawScaling, drawComm, drawEnergy]
     .forEach(f => f());
 )JS";
 }

@@ -120,6 +120,23 @@ json comm(const RunData& run, const json& ranks) {
   return c;
 }
 
+// Each parameter server's last "server_summary" (metrics.server<i>.jsonl; ps_server_role.cc),
+// with null fields while it has written none.
+json servers(const RunData& run) {
+  json out = json::array();
+  for (const auto& [index, records] : run.servers) {
+    const json* last = nullptr;
+    for (const json& r : records)
+      if (r.value("event", "") == "server_summary") last = &r;
+    json s{{"server", index}};
+    for (const char* k : {"updates_per_s", "pushes", "dropped_pushes", "staleness_mean",
+                          "staleness_max", "bytes_in", "bytes_out"})
+      s[k] = last ? number_or_null(*last, k) : json(nullptr);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 // The first evaluation (in step order) that reached `target`; null when none did.
 const json* first_at_target(const RunData& run, double target) {
   if (target < 0) return nullptr;
@@ -197,6 +214,7 @@ json run_figures(const RunData& run, const FigureOptions& o) {
   f["throughput"] = throughput(run);
   f["breakdown"] = breakdown(run);
   f["comm"] = comm(run, f["breakdown"]);
+  f["servers"] = servers(run);
   f["energy"] = energy(run, o.target_accuracy);
   f["summary"] = summary(run, f, o.target_accuracy);
   return f;

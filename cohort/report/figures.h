@@ -18,6 +18,8 @@
 //                  summary record, else its step records weighted by their "steps")
 //     comm        {step[], step_ms[], comm_ms[], exposed_ms[]} rank 0's interval means, and
 //                 mean {step_ms, comm_ms, exposed_ms, hidden_share} over ranks
+//     servers[]   {server, updates_per_s, pushes, dropped_pushes, staleness_mean,
+//                  staleness_max, bytes_in, bytes_out}  each parameter server's summary
 //     energy      {recorded, energy_j, energy_per_sample_j, comm_share, source, estimate,
 //                  to_target_j, to_target_note}
 //     summary     {workers, strategy, steps, final_accuracy, final_loss, wall_seconds,

@@ -156,6 +156,18 @@ function drawComm() {
                {label: 'step', x: r.comm.step, y: r.comm.step_ms, dash: [2, 3]},
                {label: 'communication', x: r.comm.step, y: r.comm.comm_ms},
                {label: 'exposed', x: r.comm.step, y: r.comm.exposed_ms, dash: [6, 4]}] : []);
+  drawServers(parent);
+}
+function drawServers(parent) {
+  const rows = D.runs.flatMap(r => r.servers.map(s => [r.name, s.server, fmt(s.updates_per_s, 1),
+    s.pushes === null ? NR : s.pushes, s.dropped_pushes === null ? NR : s.dropped_pushes,
+    fmt(s.staleness_mean), s.staleness_max === null ? NR : s.staleness_max,
+    fmt(s.bytes_in === null ? null : s.bytes_in / 1e6, 1),
+    fmt(s.bytes_out === null ? null : s.bytes_out / 1e6, 1)]));
+  if (rows.length === 0) return;
+  parent.appendChild(el('p', 'note', 'Parameter servers (metrics.server<i>.jsonl):'));
+  table(parent, ['run', 'server', 'updates/s', 'pushes', 'dropped', 'staleness mean',
+                 'staleness max', 'MB in', 'MB out'], rows);
 }
 function source(e) {
   if (!e.recorded) return NR;

@@ -156,6 +156,31 @@ TEST(Report, RunningJobUsesItsStepRecords) {
   EXPECT_EQ(r["energy"]["recorded"], false);
 }
 
+TEST(Report, ParameterServerSummaries) {
+  TempDir t;
+  fs::path d = fs::path(t.path()) / "ps";
+  fs::create_directories(d);
+  cohort::testing::write_jsonl(d / "metrics.jsonl", {cohort::testing::start_record(0, 2)});
+  json summary{{"event", "server_summary"},
+               {"server", 1},
+               {"updates", 40},
+               {"pushes", 80},
+               {"updates_per_s", 20.5},
+               {"dropped_pushes", 3},
+               {"staleness_mean", 0.5},
+               {"staleness_max", 2},
+               {"bytes_in", 1000},
+               {"bytes_out", 2000}};
+  cohort::testing::write_jsonl(d / "metrics.server1.jsonl",
+                               {{{"event", "server_interval"}, {"server", 1}}, summary});
+  json s = report_of({d})["runs"][0]["servers"];
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]["server"], 1);
+  for (const char* k : {"updates_per_s", "pushes", "dropped_pushes", "staleness_mean",
+                        "staleness_max", "bytes_in", "bytes_out"})
+    EXPECT_EQ(s[0][k], summary[k]) << k;
+}
+
 TEST(Report, CompareLayoutAndOutputPath) {
   TempDir t;
   auto f = cohort::testing::write_fixture_runs(t.path());

@@ -68,14 +68,16 @@ function bounds(sets) {
 function lineChart(canvas, datasets, xLabel, yLabel, b) {
   new Chart(canvas, {type: 'line', data: {datasets: datasets}, options: {
     animation: false, responsive: true, maintainAspectRatio: false,
-    scales: {x: {type: 'linear', min: b && b.xmin, max: b && b.xmax,
+    // Suggested (not fixed) bounds: each panel covers every run's range and still gets round ticks.
+    scales: {x: {type: 'linear', suggestedMin: b && b.xmin, suggestedMax: b && b.xmax,
                  title: {display: true, text: xLabel}},
-             y: {min: b && b.ymin, max: b && b.ymax, title: {display: true, text: yLabel}}}}});
+             y: {suggestedMin: b && b.ymin, suggestedMax: b && b.ymax,
+                 title: {display: true, text: yLabel}}}}});
 }
 // seriesOf(run) -> [{label, x[], y[], dash, points}]; null values are left out.
 function lineFigure(parent, title, xLabel, yLabel, seriesOf) {
   const sets = D.runs.map((r, i) => seriesOf(r).map(s => ({
-    label: COMPARE ? s.label : r.name + (s.label ? ' ' + s.label : ''),
+    label: COMPARE ? s.label || r.name : r.name + (s.label ? ' ' + s.label : ''),
     data: pts(s.x, s.y), borderColor: color(i), backgroundColor: color(i),
     borderDash: s.dash || [], pointRadius: s.points ? 3 : 0, borderWidth: 1.5})));
   if (sets.flat().every(s => s.data.length === 0)) {

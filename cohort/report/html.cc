@@ -32,7 +32,12 @@ th:first-child, td:first-child { text-align: left; }
 std::string json_for_script(const nlohmann::json& data) {
   std::string in = data.dump(), out;
   out.reserve(in.size());
-  for (char c : in) out += c == '<' ? std::string("\\u003c") : std::string(1, c);
+  for (char c : in) {
+    if (c == '<')
+      out += "\\u003c";
+    else
+      out += c;
+  }
   return out;
 }
 

@@ -60,7 +60,8 @@ void expect_run_matches(const json& fig, const fs::path& dir, int workers) {
   i = 0;
   for (const auto& [step, r] : evals) {
     EXPECT_EQ(fig["eval"]["accuracy"][i], r["accuracy"]) << "eval at step " << step;
-    EXPECT_EQ(fig["eval"]["train_s"][i++], r["train_s"]);
+    EXPECT_EQ(fig["eval"]["train_s"][i], r["train_s"]);
+    EXPECT_EQ(fig["eval"]["energy_j"][i++], r.value("energy_j", json(nullptr)));
   }
   json sum = last_record(dir / "metrics.jsonl", "summary");
   EXPECT_EQ(fig["summary"]["samples_per_s"], sum["samples_per_s"]);
@@ -75,7 +76,10 @@ void expect_run_matches(const json& fig, const fs::path& dir, int workers) {
       EXPECT_EQ(fig["breakdown"][rank][k], s[k]) << "rank " << rank << " " << k;
   }
   EXPECT_EQ(fig["workers"], workers);
-  EXPECT_FALSE(fig["energy"]["recorded"].is_null());
+  // Energy: shown exactly where the summary carries it, "not recorded" (null) where not.
+  EXPECT_EQ(fig["energy"]["recorded"], sum.contains("energy_j"));
+  EXPECT_EQ(fig["energy"]["energy_j"], sum.value("energy_j", json(nullptr)));
+  EXPECT_EQ(fig["energy"]["energy_per_sample_j"], sum.value("energy_per_sample_j", json(nullptr)));
 }
 
 TEST(ReportE2E, FiguresOfOneAndTwoWorkerRunsEqualTheirJsonl) {

@@ -17,10 +17,11 @@
 # find-module files), CMakeCache.txt entries that name a file or a CMake config dir, every
 # header an object included (ninja -t deps), the shared libraries each built executable loads
 # (ldd), and the programs the tests and scripts run: mpirun, ip, timeout, the compilers
-# (required); /usr/bin/python3 with torch and numpy (the benchmark peer) and clang with its
-# libFuzzer runtime (scripts/fuzz.sh) are optional: checked only where installed. tc is not
-# used by any test. Files under /usr/local, the source tree or the build tree are not Debian's
-# and are ignored; any other file that no package owns is an error too.
+# (required); chromium-headless-shell (tests/report), /usr/bin/python3 with torch and numpy
+# (the benchmark peer) and clang with its libFuzzer runtime (scripts/fuzz.sh) are optional:
+# checked only where installed. tc is not used by any test. Files under /usr/local, the source
+# tree or the build tree are not Debian's and are ignored; any other file that no package owns
+# is an error too.
 #
 # The dependency closure is cached in BUILD_DIR/check-fresh/, keyed by the package list and
 # the dpkg status file, so a second run takes a few seconds.
@@ -132,7 +133,8 @@ program() {
 collect_programs() {
   program mpirun "tests/mpi, tests/e2e, cohort bench"
   program ip "tests/comm/netns_test.cc"
-  program timeout "tests/mpi, tests/e2e"
+  program timeout "tests/mpi, tests/e2e, tests/report"
+  program chromium-headless-shell "tests/report (the report screenshot; skipped without it)" optional
   program cmake "scripts/build.sh"
   program ninja "scripts/build.sh"
   program clang "scripts/fuzz.sh" optional

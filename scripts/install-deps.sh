@@ -21,6 +21,8 @@ for arg in "$@"; do
 done
 
 # ocl-icd-opencl-dev: Debian's dnnl CMake config requires OpenCL, which libdnnl-dev only recommends.
+# libjs-chart.js: Chart.js, inlined into `cohort report` pages; chromium-headless-shell: the
+# report tests render a page to PNG with it (tests/report/report_screenshot_test.cc).
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libssl-dev
@@ -29,6 +31,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist bible-kjv-text bible-kjv
   iproute2 procps
+  libjs-chart.js chromium-headless-shell
 )
 # The benchmark peer (never a dependency of cohort itself); skipped with COHORT_NO_PEERS=1.
 if [ "${COHORT_NO_PEERS:-0}" != "1" ] && [ "$with_peers" = 1 ]; then

@@ -14,5 +14,6 @@ void add_train_command(CLI::App& app, Handlers& h);
 void add_config_command(CLI::App& app, Handlers& h);
 void add_bench_command(CLI::App& app, Handlers& h);
 void add_run_command(CLI::App& app, Handlers& h);
+void add_report_command(CLI::App& app, Handlers& h);
 
 }  // namespace cohort::cli

@@ -46,7 +46,7 @@ class Dashboard::Impl {
   Impl(const DashboardOptions& o, JobView& view)
       : options_(o), view_(view), chart_js_(read_chart_js(o.chart_js)) {
     rendezvous::check_secret(o.secret, rendezvous::SecretPolicy::kRequired, "dashboard");
-    token_required_ = !rendezvous::is_loopback_host(o.bind);
+    token_required_ = o.require_token || !rendezvous::is_loopback_host(o.bind);
     start_stream();
     start_http();
   }

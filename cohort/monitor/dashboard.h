@@ -26,6 +26,7 @@ struct DashboardOptions {
   rendezvous::Secret secret;       // the job secret: required
   int workers = 0;
   std::string chart_js = "/usr/share/javascript/chart.js/chart.min.js";  // libjs-chart.js
+  bool require_token = false;  // also on loopback (always off it)
 };
 
 class Dashboard {

@@ -43,7 +43,7 @@ step <span id="step"></span> · <span id="elapsed"></span> s · updated every se
 </div>
 <h2 style="font-size:14px">Ranks</h2>
 <table><thead><tr><th>rank</th><th>step</th><th>loss</th><th>samples/s</th><th>data ms</th><th>forward ms</th>
-<th>backward ms</th><th>optimizer ms</th><th>exposed comm ms</th><th>bytes sent</th><th>energy J</th><th>status</th></tr></thead>
+<th>backward ms (with exposed)</th><th>optimizer ms</th><th>exposed comm ms</th><th>bytes sent</th><th>energy J</th><th>status</th></tr></thead>
 <tbody id="ranks"></tbody></table>
 <script>
 const token = new URLSearchParams(location.search).get('token');
@@ -57,7 +57,7 @@ function fmt(v, d) {
 }
 function put(el, v, d) { el.dataset.value = v === null || v === undefined ? '' : String(v); el.textContent = fmt(v, d); }
 function field(name) { return document.querySelector('[data-field="' + name + '"]:not([data-rank])'); }
-const PHASES = [['data_ms', 'data'], ['forward_ms', 'forward'], ['backward_ms', 'backward'],
+const PHASES = [['data_ms', 'data'], ['forward_ms', 'forward'], ['backward_ms', 'backward compute'],
                 ['optimizer_ms', 'optimizer'], ['exposed_comm_ms', 'exposed comm']];
 function rankRow(r) {
   const tr = document.createElement('tr');
@@ -95,7 +95,9 @@ function drawCharts(s) {
   charts.loss.data.datasets[1].data = s.evals.filter(e => e.accuracy !== undefined).map(e => ({x: e.step, y: e.accuracy}));
   charts.tput.data.datasets[0].data = s.throughput.map(([x, y]) => ({x, y}));
   charts.brk.data.labels = s.ranks.map(r => 'rank ' + r.rank);
-  PHASES.forEach(([k], i) => { charts.brk.data.datasets[i].data = s.ranks.map(r => r.breakdown[k]); });
+  // Backward includes the exposed wait: the bar shows backward's compute and the wait apart.
+  const part = (r, k) => k === 'backward_ms' ? r.breakdown.backward_ms - r.breakdown.exposed_comm_ms : r.breakdown[k];
+  PHASES.forEach(([k], i) => { charts.brk.data.datasets[i].data = s.ranks.map(r => part(r, k)); });
   for (const c of Object.values(charts)) c.update('none');
 }
 function render(s) {

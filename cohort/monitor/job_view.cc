@@ -35,7 +35,14 @@ void JobView::ingest(int rank, const Json& record) {
     ++malformed_;
     return;
   }
-  const std::string kind = record["event"].get<std::string>();
+  try {
+    dispatch(rank, record["event"].get<std::string>(), record);
+  } catch (const Json::exception&) {  // a field of the wrong type: the record is skipped
+    ++malformed_;
+  }
+}
+
+void JobView::dispatch(int rank, const std::string& kind, const Json& record) {
   if (kind == "step") {
     on_step(rank, record);
   } else if (kind == "eval") {

@@ -49,8 +49,9 @@ class JobView {
  public:
   explicit JobView(JobViewOptions options);
 
-  // One record from `rank`. Malformed records (not an object, no "event") are ignored and
-  // counted; they come from our own workers, so they mean a bug, not an attack.
+  // One record from `rank`. Malformed records (not an object, no "event", a field of the
+  // wrong type) are skipped and counted; they come from our own workers (the stream is
+  // authenticated), so they mean a bug, not an attack.
   void ingest(int rank, const Json& record);
   // A launcher event: kind is "restart", "failure", "finished", ...
   void event(const std::string& kind, const std::string& text);
@@ -65,6 +66,7 @@ class JobView {
 
  private:
   using Clock = std::chrono::steady_clock;
+  void dispatch(int rank, const std::string& kind, const Json& record);
   void on_step(int rank, const Json& r);
   void on_eval(const Json& r);
   void on_start(int rank, const Json& r);

@@ -74,6 +74,7 @@ void write_summary(const Trainer::State& s, const TrainSummary& sum, double wall
                    {"wall_seconds", wall_seconds}};
   j.update(per_step_json(t, s.metrics.run_steps()));
   j.update(s.strategy->summary_metrics());
+  j.update(s.stragglers.summary());
   if (sum.eval.accuracy >= 0) j["eval_accuracy"] = sum.eval.accuracy;
   if (sum.comm_hidden >= 0) j["comm_hidden"] = sum.comm_hidden;
   if (sum.scaling_efficiency >= 0) j["scaling_efficiency"] = sum.scaling_efficiency;

@@ -96,6 +96,12 @@ void write_summary(const Trainer::State& s, const TrainSummary& sum, double wall
       std::printf("; scaling efficiency vs 1 worker: %.0f%%", 100 * sum.scaling_efficiency);
     std::printf("\n");
   }
+  if (j.contains("straggler")) {
+    const nlohmann::json& g = j["straggler"];
+    std::printf("straggler: rank %d, named in %ld interval(s) from step %ld, up to %.1fx\n",
+                g["rank"].get<int>(), long(g["intervals"].get<int64_t>()),
+                long(g["first_step"].get<int64_t>()), g["factor"].get<double>());
+  }
   std::printf("metrics: %s\n", s.log->path().c_str());
 }
 

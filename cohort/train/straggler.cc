@@ -21,19 +21,19 @@ StragglerOptions straggler_options(const Config& cfg) {
           .patience = cfg.get_int("metrics.straggler_patience")};
 }
 
-std::optional<StragglerFinding> StragglerDetector::judge(const std::vector<double>& mean_step_s) {
-  const size_t n = mean_step_s.size();
+std::optional<StragglerFinding> StragglerDetector::judge(const std::vector<double>& step_s) {
+  const size_t n = step_s.size();
   streak_.resize(n, 0);
   std::optional<StragglerFinding> worst;
   for (size_t r = 0; r < n && n > 1; ++r) {
     std::vector<double> others;
     for (size_t k = 0; k < n; ++k)
-      if (k != r) others.push_back(mean_step_s[k]);
+      if (k != r) others.push_back(step_s[k]);
     const double m = median(std::move(others));
-    const double factor = m > 0 ? mean_step_s[r] / m : 0;
+    const double factor = m > 0 ? step_s[r] / m : 0;
     streak_[r] = factor >= options_.factor ? streak_[r] + 1 : 0;
     if (streak_[r] < options_.patience || (worst && worst->factor >= factor)) continue;
-    worst = StragglerFinding{int(r), factor, mean_step_s[r], m, streak_[r]};
+    worst = StragglerFinding{int(r), factor, step_s[r], m, streak_[r]};
   }
   return worst;
 }
@@ -41,7 +41,7 @@ std::optional<StragglerFinding> StragglerDetector::judge(const std::vector<doubl
 std::string describe(const StragglerFinding& f, int64_t every) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "straggler: rank %d mean step %.1f ms, %.1fx the median of the others (%.1f ms), "
+                "straggler: rank %d median step %.1f ms, %.1fx the median of the others (%.1f ms), "
                 "slow for %ld intervals of %ld steps",
                 f.rank, 1e3 * f.step_s, f.factor, 1e3 * f.others_median_s, long(f.intervals),
                 long(every));
@@ -58,16 +58,14 @@ StragglerWatch::StragglerWatch(StragglerOptions options, std::shared_ptr<comm::P
 
 std::optional<std::string> StragglerWatch::after_step(int64_t step, double compute_s) {
   if (!group_) return std::nullopt;
-  sum_s_ += compute_s;
-  ++steps_;
+  interval_s_.push_back(compute_s);
   const int64_t every = detector_.options().every;
   if (step % every != 0) return std::nullopt;
   // Every rank reaches this step together (lockstep strategies), so the allgather matches.
-  double mine = sum_s_ / double(steps_);
+  double mine = median(std::move(interval_s_));
+  interval_s_.clear();
   std::vector<double> all(size_t(group_->size()));
   group_->allgather({.input = &mine, .output = all.data(), .count = 1, .dtype = comm::DType::f64});
-  sum_s_ = 0;
-  steps_ = 0;
   std::optional<StragglerFinding> f = detector_.judge(all);
   if (!f) {
     last_named_ = -1;

@@ -1,6 +1,7 @@
 #pragma once
 // Straggler detection (Megatron's straggler detector, for cohort): every `every` steps the
-// ranks exchange their mean compute time per step over those steps, and a rank slower than the
+// ranks exchange their median compute time per step over those steps (the median: one step
+// descheduled by a busy machine does not make a rank slow), and a rank slower than the
 // median of the others by `factor` for `patience` consecutive intervals is named.
 //
 // "Compute time" is the step's time less the communication it waited for (StepTimes: total
@@ -34,18 +35,18 @@ StragglerOptions straggler_options(const Config& cfg);
 
 struct StragglerFinding {
   int rank = -1;
-  double factor = 0;           // its mean step over the median of the others'
-  double step_s = 0;           // its mean step (compute) over the interval
-  double others_median_s = 0;  // the median of the other ranks' mean steps
+  double factor = 0;           // its median step over the median of the others'
+  double step_s = 0;           // its median step (compute) over the interval
+  double others_median_s = 0;  // the median of the other ranks' median steps
   int64_t intervals = 0;       // consecutive slow intervals so far
 };
 
 class StragglerDetector {
  public:
   explicit StragglerDetector(StragglerOptions options = {}) : options_(options) {}
-  // One interval: every rank's mean step in seconds, by rank (the same vector on every rank).
+  // One interval: every rank's median step in seconds, by rank (the same vector on every rank).
   // Returns the rank slow for at least `patience` intervals in a row (the slowest if several).
-  std::optional<StragglerFinding> judge(const std::vector<double>& mean_step_s);
+  std::optional<StragglerFinding> judge(const std::vector<double>& step_s);
   const StragglerOptions& options() const { return options_; }
 
  private:
@@ -53,7 +54,7 @@ class StragglerDetector {
   std::vector<int64_t> streak_;  // per rank: consecutive slow intervals
 };
 
-// The log line naming a straggler, e.g. "straggler: rank 1 mean step 24.6 ms, 2.0x the median
+// The log line naming a straggler, e.g. "straggler: rank 1 median step 24.6 ms, 2.0x the median
 // of the others (12.3 ms), slow for 2 intervals of 10 steps".
 std::string describe(const StragglerFinding& f, int64_t every);
 
@@ -77,8 +78,7 @@ class StragglerWatch {
  private:
   StragglerDetector detector_;
   std::shared_ptr<comm::ProcessGroup> group_;
-  double sum_s_ = 0;
-  int64_t steps_ = 0;
+  std::vector<double> interval_s_;  // this rank's compute times since the last exchange
   nlohmann::json pending_;
   int last_named_ = -1;
   struct Named {

@@ -87,14 +87,14 @@ void add_transport_fault_keys(ConfigRegistry& r) {
 
 void add_straggler_keys(ConfigRegistry& r) {
   r.add(count_key("metrics.straggler_every", 10,
-                  "Straggler detection: every N steps the ranks exchange their mean compute "
+                  "Straggler detection: every N steps the ranks exchange their median compute "
                   "time per step over those steps (one small allgather; not for "
                   "parallel.strategy = 'ps', whose workers must not wait for each other). 0: "
                   "off."));
   r.add({"metrics.straggler_factor",
          T::kFloat,
          1.5,
-         "Straggler detection: a rank whose mean step is this many times the median of the "
+         "Straggler detection: a rank whose median step is this many times the median of the "
          "others' is slow for that interval.",
          "",
          {},

@@ -3,6 +3,10 @@
 // slowest first; a fast interval resets its streak; even slowness names nobody.
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include "cohort/comm/communicator.h"
+#include "cohort/rendezvous/hash_store.h"
 #include "cohort/train/straggler.h"
 
 namespace cohort::train {
@@ -18,7 +22,7 @@ TEST(StragglerDetector, NamesARankSlowForPatienceIntervals) {
   EXPECT_EQ(f->intervals, 2);
   EXPECT_NEAR(f->others_median_s, 0.010, 1e-12);
   EXPECT_EQ(describe(*f, 10),
-            "straggler: rank 1 mean step 21.0 ms, 2.1x the median of the others (10.0 ms), "
+            "straggler: rank 1 median step 21.0 ms, 2.1x the median of the others (10.0 ms), "
             "slow for 2 intervals of 10 steps");
 }
 
@@ -51,6 +55,38 @@ TEST(StragglerWatch, IsOffWithoutAGroup) {
   for (int64_t s = 1; s <= 5; ++s) EXPECT_FALSE(w.after_step(s, 1.0));
   EXPECT_TRUE(w.take_record().is_null());
   EXPECT_TRUE(w.summary().empty());
+}
+
+// Two ranks as threads over a real group: rank 1 computes twice as long; every rank learns the
+// verdict from the exchange at step 10 (patience 2 x every 5), rank 0's line names rank 1.
+TEST(StragglerWatch, ExchangesOverAGroupAndNamesTheSlowRank) {
+  auto store = std::make_shared<rendezvous::HashStore>();
+  std::vector<std::optional<std::string>> lines(2);
+  std::vector<nlohmann::json> records(2), summaries(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto group = comm::make_process_group(comm::Communicator::create(store, r, 2));
+      StragglerWatch w({.every = 5, .factor = 1.5, .patience = 2}, group);
+      for (int64_t step = 1; step <= 10; ++step) {
+        auto line = w.after_step(step, r == 1 ? 0.02 : 0.01);
+        if (step < 10) EXPECT_FALSE(line) << step;
+        if (step == 10) lines[size_t(r)] = line;
+      }
+      records[size_t(r)] = w.take_record();
+      summaries[size_t(r)] = w.summary();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(lines[size_t(r)]) << r;
+    EXPECT_EQ(lines[size_t(r)]->rfind("straggler: rank 1 median step 20.0 ms, 2.0x", 0), 0u)
+        << *lines[size_t(r)];
+    EXPECT_EQ(records[size_t(r)]["rank"], 1);
+    EXPECT_NEAR(records[size_t(r)]["factor"].get<double>(), 2.0, 1e-9);
+    EXPECT_EQ(summaries[size_t(r)]["straggler"]["first_step"], 10);
+    EXPECT_EQ(summaries[size_t(r)]["straggler"]["intervals"], 1);
+  }
 }
 
 }  // namespace

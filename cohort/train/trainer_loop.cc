@@ -126,10 +126,10 @@ bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, i
   double loss = one_step(s, micro, t);
   s.metrics.add(t);
   s.train_seconds += t.total_s();
-  // Collective every metrics.straggler_every steps; rank 0 prints who is named.
-  auto named = s.stragglers.after_step(s.step + 1, t.total_s() - t.exposed_s);
-  if (named && s.world->is_chief()) p.line(*named);
   ++s.step;
+  // Collective every metrics.straggler_every steps; rank 0 prints who is named.
+  auto named = s.stragglers.after_step(s.step, t.total_s() - t.exposed_s);
+  if (named && s.world->is_chief()) p.line(*named);
   s.samples += t.samples;
   double sps = double(s.samples) / std::max(s.train_seconds, 1e-9);
   s.loss_ema = s.step == 1 ? loss : 0.95 * s.loss_ema + 0.05 * loss;

@@ -135,8 +135,14 @@ void Attempt::read_flight_records() {
       return;  // the records stay for the user
     }
   }
+  // Nothing to keep: our temporary directory goes, and so does an empty attempt-<k> made in
+  // COHORT_FLIGHT_DIR (remove() leaves a non-empty one alone); then its parent, if empty.
   std::error_code ec;
-  if (flight_dir_temporary_) std::filesystem::remove_all(flight_dir_, ec);
+  if (flight_dir_temporary_) {
+    std::filesystem::remove_all(flight_dir_, ec);
+  } else if (std::filesystem::remove(flight_dir_, ec)) {
+    std::filesystem::remove(std::filesystem::path(flight_dir_).parent_path(), ec);
+  }
 }
 
 namespace {

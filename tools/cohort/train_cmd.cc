@@ -4,6 +4,7 @@
 // parallel.strategy = "ps". A process the launcher started as a server (COHORT_ROLE=server)
 // serves instead of training.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "cohort/launch/launcher.h"
@@ -60,6 +61,13 @@ int launch_workers(const TrainArgs& a) {
   o.num_servers = a.servers;
   o.max_restarts = a.max_restarts;
   o.bind = launch::parse_bind(a.bind);
+  // Flight-recorder dumps of a hung or failed job land in its run directory (not /tmp), where
+  // the user looks and the run's other evidence lies; COHORT_FLIGHT_DIR still wins.
+  if (!rendezvous::snapshot_environment().contains("COHORT_FLIGHT_DIR"))
+    o.extra_env.emplace_back(
+        "COHORT_FLIGHT_DIR",
+        (std::filesystem::path(cfg.get_string("run.dir")) / cfg.get_string("run.name") / "flight")
+            .string());
   std::unique_ptr<monitor::Dashboard> dashboard = start_dashboard(a.dashboard, o);
   launch::LaunchResult r = launch::run(o);
   end_dashboard(dashboard.get(), r);

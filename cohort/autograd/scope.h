@@ -32,9 +32,9 @@ class ScopeObserver {
 };
 
 struct Scope {
-  std::string name;                      // the module's full name ("blocks.0")
-  std::shared_ptr<const Scope> parent;   // the enclosing traced module (null: none)
-  std::weak_ptr<ScopeObserver> observer; // gone: the scope reports nothing
+  std::string name;                       // the module's full name ("blocks.0")
+  std::shared_ptr<const Scope> parent;    // the enclosing traced module (null: none)
+  std::weak_ptr<ScopeObserver> observer;  // gone: the scope reports nothing
 };
 
 // The scope nodes created on this thread now carry (null outside any traced forward).

@@ -54,8 +54,8 @@ void Tracer::complete(std::string name, std::string_view category, Clock::time_p
     ++dropped_;
     return;
   }
-  events_.push_back({std::move(name), std::string(category), start_us, duration_us,
-                     track_id(track), std::move(args)});
+  events_.push_back({std::move(name), std::string(category), start_us, duration_us, track_id(track),
+                     std::move(args)});
 }
 
 size_t Tracer::size() const {
@@ -86,7 +86,10 @@ nlohmann::json Tracer::to_json() const {
   const int pid = options_.rank;
   nlohmann::json events = nlohmann::json::array();
   events.push_back(name_event("process_name", pid, 0, "rank " + std::to_string(pid)));
-  events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+  events.push_back({{"name", "process_sort_index"},
+                    {"ph", "M"},
+                    {"pid", pid},
+                    {"tid", 0},
                     {"args", {{"sort_index", pid}}}});
   for (size_t i = 0; i < tracks_.size(); ++i) {
     events.push_back(name_event("thread_name", pid, int(i) + 1, tracks_[i]));
@@ -104,8 +107,12 @@ nlohmann::json Tracer::to_json() const {
   }
   if (dropped_ > 0) {  // said where the viewer shows it, at the end of the kept events
     double at = events_.empty() ? 0 : events_.back().start_us + offset_.offset_us;
-    events.push_back({{"name", "events dropped (run.trace_max_events)"}, {"ph", "i"},
-                      {"s", "p"}, {"ts", round_ns(at)}, {"pid", pid}, {"tid", 1},
+    events.push_back({{"name", "events dropped (run.trace_max_events)"},
+                      {"ph", "i"},
+                      {"s", "p"},
+                      {"ts", round_ns(at)},
+                      {"pid", pid},
+                      {"tid", 1},
                       {"args", {{"dropped", dropped_}, {"kept", events_.size()}}}});
   }
   nlohmann::json meta{{"rank", pid},
@@ -146,8 +153,8 @@ int merge_traces(const std::vector<std::string>& rank_files, const std::string& 
   int merged = 0;
   for (const std::string& path : rank_files) {
     std::ifstream f(path);
-    nlohmann::json one = f ? nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false)
-                           : nlohmann::json();
+    nlohmann::json one =
+        f ? nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
     if (!one.is_object() || !one.contains("traceEvents")) {
       missing.push_back(path);  // not there (another node's run dir) or cut short
       continue;

@@ -103,8 +103,7 @@ class Tracer {
 // Records [construction, destruction] on `tracer` (nothing, and no clock read, when null).
 class Span {
  public:
-  Span(Tracer* tracer, std::string name, std::string_view category,
-       std::string_view track = "main")
+  Span(Tracer* tracer, std::string name, std::string_view category, std::string_view track = "main")
       : tracer_(tracer) {
     if (!tracer_) return;
     name_ = std::move(name);
@@ -113,7 +112,8 @@ class Span {
     start_ = Tracer::Clock::now();
   }
   ~Span() {
-    if (tracer_) tracer_->complete(std::move(name_), category_, start_, Tracer::Clock::now(), track_);
+    if (tracer_)
+      tracer_->complete(std::move(name_), category_, start_, Tracer::Clock::now(), track_);
   }
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;

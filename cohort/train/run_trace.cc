@@ -58,8 +58,12 @@ metrics::ClockOffset estimate_clock_offset(comm::ProcessGroup& g) {
   constexpr int kRounds = 8;
   constexpr uint32_t kTag = 0x7472;  // "tr": no other point-to-point traffic at start-up
   double value = 0;
-  auto send = [&](int peer) { g.send({.buffer = &value, .count = 1, .dtype = comm::DType::f64, .peer = peer, .tag = kTag}); };
-  auto recv = [&](int peer) { g.recv({.buffer = &value, .count = 1, .dtype = comm::DType::f64, .peer = peer, .tag = kTag}); };
+  auto send = [&](int peer) {
+    g.send({.buffer = &value, .count = 1, .dtype = comm::DType::f64, .peer = peer, .tag = kTag});
+  };
+  auto recv = [&](int peer) {
+    g.recv({.buffer = &value, .count = 1, .dtype = comm::DType::f64, .peer = peer, .tag = kTag});
+  };
   if (g.rank() == 0) {
     for (int r = 1; r < g.size(); ++r) {
       for (int k = 0; k < kRounds; ++k) {
@@ -117,8 +121,8 @@ void merge_run_trace(Trainer::State& s) noexcept {
   std::string out = (fs::path(s.run_dir) / "trace.json").string();
   try {
     int merged = metrics::merge_traces(files, out);
-    std::printf("cohort train: trace of %d of %d rank(s) in %s (open in ui.perfetto.dev)\n",
-                merged, s.world->size, out.c_str());
+    std::printf("cohort train: trace of %d of %d rank(s) in %s (open in ui.perfetto.dev)\n", merged,
+                s.world->size, out.c_str());
   } catch (const std::exception& e) {
     log::warn("trace", "cannot merge the trace into ", out, ": ", e.what());
   }

@@ -61,7 +61,7 @@ class Trainer {
                   double data_s, Progress& p);
   void start_run();
   TrainSummary run_and_finish();  // run() after start-up; trainer_run.cc
-  void rejoin_at(int64_t step);  // trainer_run.cc
+  void rejoin_at(int64_t step);   // trainer_run.cc
   // Every rank: whether this position still needs a checkpoint; if so the strategy makes the
   // ranks agree (collective). Then rank 0 writes it. save_checkpoint does both.
   bool prepare_checkpoint();

@@ -62,8 +62,8 @@ TEST(TraceE2E, TwoWorkerDdpRunWritesAMergedTimeline) {
     }
   }
   EXPECT_EQ(pids, (std::set<int>{0, 1}));
-  for (const char* m : {"forward layers.0", "backward layers.0", "forward layers.2",
-                        "backward layers.2"})
+  for (const char* m :
+       {"forward layers.0", "backward layers.0", "forward layers.2", "backward layers.2"})
     EXPECT_TRUE(module_spans.count(m)) << m;
 
   auto forward = step_spans(events, "forward");

@@ -62,7 +62,8 @@ TEST(Tracer, WritesTheTraceEventFormat) {
   for (const json& e : j["traceEvents"]) {
     expect_valid_event(e);
     EXPECT_EQ(e["pid"], 3);
-    if (e["ph"] == "M" && e["name"] == "process_name") process_named = e["args"]["name"] == "rank 3";
+    if (e["ph"] == "M" && e["name"] == "process_name")
+      process_named = e["args"]["name"] == "rank 3";
     if (e["ph"] == "M" && e["name"] == "thread_name") threads.insert(e["args"]["name"]);
     if (e["ph"] == "X") ++complete;
   }
@@ -128,7 +129,7 @@ TEST(Tracer, MergesRankFilesAndNamesMissingOnes) {
 TEST(ClockOffset, TakesTheRoundWithTheSmallestRoundTrip) {
   // The reference clock is 1000 us ahead; rounds answered off-centre by network asymmetry.
   std::vector<ClockRound> rounds = {
-      {.sent_us = 0, .reference_us = 1090, .received_us = 100},   // rtt 100, midpoint 50
+      {.sent_us = 0, .reference_us = 1090, .received_us = 100},    // rtt 100, midpoint 50
       {.sent_us = 200, .reference_us = 1212, .received_us = 220},  // rtt 20: the best
       {.sent_us = 300, .reference_us = 1300, .received_us = 360},  // rtt 60
   };
@@ -141,8 +142,9 @@ TEST(ClockOffset, TakesTheRoundWithTheSmallestRoundTrip) {
 
 TEST(ClockOffset, RejectsNoRoundsAndTimeRunningBackwards) {
   EXPECT_THROW(cohort::metrics::estimate_offset({}), cohort::InvalidArgument);
-  EXPECT_THROW(cohort::metrics::estimate_offset({{.sent_us = 10, .reference_us = 0, .received_us = 5}}),
-               cohort::InvalidArgument);
+  EXPECT_THROW(
+      cohort::metrics::estimate_offset({{.sent_us = 10, .reference_us = 0, .received_us = 5}}),
+      cohort::InvalidArgument);
 }
 
 // Records begin/end as "+name"/"-name" per pass.
@@ -161,8 +163,8 @@ TEST(ModuleScopes, ReportForwardAndBackwardPerLayerInOrder) {
   auto rec = std::make_shared<Recording>();
   for (auto& [name, m] : mlp.named_modules()) {
     if (name.rfind("layers.", 0) == 0)
-      m->set_trace_scope(std::make_shared<cohort::autograd::Scope>(
-          cohort::autograd::Scope{name, nullptr, rec}));
+      m->set_trace_scope(
+          std::make_shared<cohort::autograd::Scope>(cohort::autograd::Scope{name, nullptr, rec}));
   }
   cohort::Tensor x = cohort::ones({5, 4});
   cohort::Tensor y = cohort::from_vector_i64({0, 1, 0, 1, 0}, {5});

@@ -25,8 +25,8 @@ const std::shared_ptr<const Scope>& current_scope() {
 }
 
 ScopeGuard::ScopeGuard(std::shared_ptr<const Scope> scope)
-    : prev_(std::move(t_scope)), observer_(scope->observer.lock()) {
-  t_scope = std::move(scope);
+    : prev_(t_scope), observer_(scope->observer.lock()) {
+  t_scope = std::make_shared<const Scope>(Scope{scope->name, prev_, scope->observer});
   if (observer_) observer_->begin(*t_scope, Pass::forward);
 }
 

@@ -2,8 +2,10 @@
 // Scopes: which traced module a piece of the graph belongs to, so that a profiler (the trainer's
 // timeline trace) can show forward and backward per module.
 //
-// A module that is traced runs its forward under a ScopeGuard; every graph node created on that
-// thread meanwhile carries the innermost scope. The engine then reports, while it runs nodes,
+// A module that is traced runs its forward under a ScopeGuard, which opens a frame of its scope
+// whose parent is the frame open when that forward began (the traced module that called it, if
+// any: nesting as it ran, not as modules are registered); every graph node created on that
+// thread meanwhile carries the innermost frame. The engine then reports, while it runs nodes,
 // when it enters and leaves each scope (and its enclosing ones): a module's backward span runs
 // from the first of its nodes the engine executes to the last one before it runs a node of
 // another scope (the engine runs nodes in reverse creation order, so a module's nodes run in
@@ -33,14 +35,15 @@ class ScopeObserver {
 
 struct Scope {
   std::string name;                       // the module's full name ("blocks.0")
-  std::shared_ptr<const Scope> parent;    // the enclosing traced module (null: none)
+  std::shared_ptr<const Scope> parent;    // in a frame: the frame that was open (null: none)
   std::weak_ptr<ScopeObserver> observer;  // gone: the scope reports nothing
 };
 
 // The scope nodes created on this thread now carry (null outside any traced forward).
 const std::shared_ptr<const Scope>& current_scope();
 
-// Makes `scope` current for its lifetime and reports the forward span to its observer.
+// Opens a frame of `scope` (its parent: the current frame) for its lifetime and reports the
+// forward span to its observer. One allocation per traced forward call.
 class ScopeGuard {
  public:
   explicit ScopeGuard(std::shared_ptr<const Scope> scope);

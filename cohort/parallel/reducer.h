@@ -62,10 +62,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // The hook each ready bucket is handed to (comm_hook.h); AllreduceHook until replaced.
   void set_comm_hook(std::shared_ptr<CommHook> hook) { hook_ = std::move(hook); }
   CommHook& comm_hook() const { return *hook_; }
-  // Each bucket's comm hook becomes a span on the tracer's "comm" track (null: none), from
-  // when the hook is called (its encoding included) to when the reducer saw the Work done:
-  // at a later grad-ready hook or in the end-of-backward wait, so its end is late by at most
-  // one hook's interval (as comm_s in DdpStepStats). The tracer outlives the reducer.
+  // Each bucket's communication becomes a span on the tracer's "comm" track (null: none): from
+  // when the hook is called (its encoding included), or when the bucket before it completed if
+  // later (collectives run one at a time, in issue order), to when the reducer saw the Work
+  // done: at a later grad-ready hook or in the end-of-backward wait, so its end is late by at
+  // most one hook's interval (as comm_s in DdpStepStats). The tracer outlives the reducer.
   void set_tracer(metrics::Tracer* tracer) { tracer_ = tracer; }
   void set_sync(bool on) { sync_ = on; }
   bool sync() const { return sync_; }

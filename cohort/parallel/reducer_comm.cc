@@ -131,12 +131,21 @@ void Reducer::record_stats(Clock::time_point graph_done, double exposed_s) {
   stats_.bytes_received = group_.bytes_received() - received0_;
 }
 
+// As in record_stats: bucket b occupies the communicator from max(its issue, bucket b-1's
+// completion) to its completion, so the spans on the "comm" track do not overlap (a track's
+// spans must nest for the viewers); the time it queued behind earlier buckets is in its args.
 void Reducer::trace_buckets() const {
+  Clock::time_point prev_done = first_hook_;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const Bucket& k = buckets_[b];
-    tracer_->complete(detail::str(hook_->name(), " bucket ", b), "comm", k.issued_at, k.done_at,
-                      "comm",
-                      {{"bucket", b}, {"floats", k.layout.numel}, {"step", synced_steps_ + 1}});
+    Clock::time_point start = std::max(k.issued_at, prev_done);
+    prev_done = std::max(prev_done, k.done_at);
+    tracer_->complete(
+        detail::str(hook_->name(), " bucket ", b), "comm", start, k.done_at, "comm",
+        {{"bucket", b},
+         {"floats", k.layout.numel},
+         {"step", synced_steps_ + 1},
+         {"queued_us", std::chrono::duration<double, std::micro>(start - k.issued_at).count()}});
   }
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 
 #include "cohort/core/logging.h"
 
@@ -34,21 +33,14 @@ class ModuleTracer final : public autograd::ScopeObserver {
   std::vector<metrics::Tracer::Clock::time_point> starts_;
 };
 
-// Each module down to `depth` levels below the root gets a scope; a scope's parent is that of
-// its nearest traced ancestor (named_modules is pre-order: ancestors come first).
+// Each module down to `depth` levels below the root gets a scope. Nesting comes from the calls
+// themselves (autograd::ScopeGuard): the MLP calls its layers directly, not through their
+// Sequential, so "layers" shows no span of its own.
 void attach_scopes(nn::Module& model, int64_t depth,
                    const std::shared_ptr<autograd::ScopeObserver>& observer) {
-  std::map<std::string, std::shared_ptr<const autograd::Scope>> by_name;
   for (auto& [name, m] : model.named_modules()) {
     if (name.empty() || std::count(name.begin(), name.end(), '.') >= depth) continue;
-    std::shared_ptr<const autograd::Scope> parent;
-    for (std::string up = name; !parent && up.find('.') != std::string::npos;) {
-      up = up.substr(0, up.rfind('.'));
-      if (auto it = by_name.find(up); it != by_name.end()) parent = it->second;
-    }
-    auto scope = std::make_shared<autograd::Scope>(autograd::Scope{name, parent, observer});
-    by_name[name] = scope;
-    m->set_trace_scope(scope);
+    m->set_trace_scope(std::make_shared<autograd::Scope>(autograd::Scope{name, nullptr, observer}));
   }
 }
 

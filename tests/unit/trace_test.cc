@@ -11,6 +11,7 @@
 
 #include "cohort/core/error.h"
 #include "cohort/metrics/trace.h"
+#include "cohort/nn/layers.h"
 #include "cohort/nn/loss.h"
 #include "cohort/nn/models/mlp.h"
 
@@ -174,6 +175,25 @@ TEST(ModuleScopes, ReportForwardAndBackwardPerLayerInOrder) {
   EXPECT_EQ(rec->forward, (V{"+layers.0", "-layers.0", "+layers.1", "-layers.1"}));
   EXPECT_EQ(rec->backward, (V{"+layers.1", "-layers.1", "+layers.0", "-layers.0"}));
   EXPECT_EQ(cohort::autograd::current_scope(), nullptr);  // nothing left behind
+}
+
+TEST(ModuleScopes, NestAsTheCallsRan) {
+  using cohort::nn::Linear;
+  using cohort::nn::Sequential;
+  auto inner = std::make_shared<Sequential>(std::vector<std::shared_ptr<cohort::nn::Module>>{
+      std::make_shared<Linear>(4, 3), std::make_shared<Linear>(3, 2)});
+  Sequential root(std::vector<std::shared_ptr<cohort::nn::Module>>{inner});
+  auto rec = std::make_shared<Recording>();
+  for (auto& [name, m] : root.named_modules()) {
+    if (!name.empty())
+      m->set_trace_scope(std::make_shared<cohort::autograd::Scope>(
+          cohort::autograd::Scope{name, nullptr, rec}));
+  }
+  cohort::Tensor y = cohort::from_vector_i64({0, 1}, {2});
+  cohort::nn::cross_entropy(root(cohort::ones({2, 4})), y).backward();
+  using V = std::vector<std::string>;
+  EXPECT_EQ(rec->forward, (V{"+0", "+0.0", "-0.0", "+0.1", "-0.1", "-0"}));
+  EXPECT_EQ(rec->backward, (V{"+0", "+0.1", "-0.1", "+0.0", "-0.0", "-0"}));
 }
 
 }  // namespace

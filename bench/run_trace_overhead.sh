@@ -10,14 +10,14 @@
 #
 # Everything after `--` is passed to both kinds of run (e.g. `-- --dashboard` to measure the
 # trace and the dashboard together, or `-- --set ddp.bucket_mb=0.25`); the "on" runs add
-# `--set run.trace=true`. Defaults: 3 repeats, 1500 steps, 2 workers (DDP), batch 64 per rank,
+# `--set run.trace=true`. Defaults: 3 repeats, 1000 steps, 2 workers (DDP), batch 64 per rank,
 # 1 thread per rank, checkpoints off: ~30-60 s a run on 2 cores. The "on" runs write and merge
 # the trace; that end-of-run write is outside the timed training and not in samples/s, so the
 # script also prints the trace's size and event count.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-REPEATS=3 STEPS=1500 WORKERS=2 BUILD_DIR="$ROOT/build" COHORT=""
+REPEATS=3 STEPS=1000 WORKERS=2 BUILD_DIR="$ROOT/build" COHORT=""
 EXTRA=()
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }

@@ -88,8 +88,10 @@ void start_trace(Trainer::State& s) {
   if (!s.cfg.get_bool("run.trace")) return;
   s.tracer = std::make_unique<metrics::Tracer>(metrics::TracerOptions{
       .rank = s.world->rank, .max_events = size_t(s.cfg.get_int("run.trace_max_events"))});
-  // Without a group (parameter-server workers) the offset stays 0 with unknown uncertainty.
-  metrics::ClockOffset offset{.offset_us = 0, .uncertainty_us = -1, .rounds = 0};
+  // Without a group (parameter-server workers) the offset stays 0 with unknown uncertainty;
+  // a job of one process is its own reference.
+  metrics::ClockOffset offset{
+      .offset_us = 0, .uncertainty_us = s.world->size > 1 ? -1.0 : 0.0, .rounds = 0};
   if (s.world->distributed()) offset = estimate_clock_offset(*s.world->group);
   s.tracer->set_clock_offset(offset);
   s.module_tracer = std::make_shared<ModuleTracer>(*s.tracer);

@@ -186,8 +186,8 @@ TEST(ModuleScopes, NestAsTheCallsRan) {
   auto rec = std::make_shared<Recording>();
   for (auto& [name, m] : root.named_modules()) {
     if (!name.empty())
-      m->set_trace_scope(std::make_shared<cohort::autograd::Scope>(
-          cohort::autograd::Scope{name, nullptr, rec}));
+      m->set_trace_scope(
+          std::make_shared<cohort::autograd::Scope>(cohort::autograd::Scope{name, nullptr, rec}));
   }
   cohort::Tensor y = cohort::from_vector_i64({0, 1}, {2});
   cohort::nn::cross_entropy(root(cohort::ones({2, 4})), y).backward();

@@ -99,9 +99,11 @@ void run_graph(const Edge& start, const Tensor& seed) {
   accumulate(inputs[start.fn.get()], start.input_nr, seed);
   ready.push(start.fn.get());
   keep_alive[start.fn.get()] = start.fn;
+  ScopeTracker scopes;  // backward spans per traced module (scope.h)
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
+    scopes.enter(node->scope());
     std::vector<Tensor> in = std::move(inputs[node]);
     bool any = false;
     for (const Tensor& g : in) any = any || g.defined();
@@ -121,6 +123,7 @@ void run_graph(const Edge& start, const Tensor& seed) {
       if (--deps[next] == 0) ready.push(next);
     }
   }
+  scopes.leave_all();  // before the end-of-backward callbacks (DDP's wait) run
 }
 
 }  // namespace

@@ -11,7 +11,9 @@ thread_local bool t_grad_enabled = true;
 }  // namespace
 
 Node::Node(uint32_t num_outputs)
-    : num_outputs_(num_outputs), sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
+    : num_outputs_(num_outputs),
+      sequence_nr_(g_next_sequence_nr.fetch_add(1)),
+      scope_(current_scope()) {}
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node(1), leaf_(leaf) {}
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/autograd/scope.h"
 #include "cohort/tensor/tensor.h"
 
 namespace cohort::autograd {
@@ -43,11 +44,14 @@ class Node {
   // Creation order; backward runs later nodes first, as PyTorch does, so parameters used last
   // in forward get their gradients first (what DDP's bucket order relies on).
   uint64_t sequence_nr() const { return sequence_nr_; }
+  // The traced module whose forward created this node (scope.h); null when none was.
+  const std::shared_ptr<const Scope>& scope() const { return scope_; }
 
  private:
   std::vector<Edge> next_edges_;
   uint32_t num_outputs_;
   uint64_t sequence_nr_;
+  std::shared_ptr<const Scope> scope_;
 };
 
 // Sums incoming gradients into a leaf's .grad, then fires its grad-ready hooks.

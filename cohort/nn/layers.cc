@@ -114,7 +114,7 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& [name, child] : named_children()) y = child->forward(y);
+  for (const auto& [name, child] : named_children()) y = (*child)(y);
   return y;
 }
 

@@ -30,6 +30,11 @@ Tensor Module::forward(const Tensor& x) {
   throw InvalidArgument(type_name() + " has no forward(Tensor); call its children instead");
 }
 
+Tensor Module::traced_forward(const Tensor& x) {
+  autograd::ScopeGuard scope(trace_scope_);
+  return forward(x);
+}
+
 void Module::check_new_name(const std::string& name) const {
   COHORT_CHECK_ARG(!name.empty() && name.find('.') == std::string::npos, type_name(),
                    ": invalid member name '", name, "' (must be non-empty without '.')");

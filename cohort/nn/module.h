@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "cohort/autograd/scope.h"
 #include "cohort/nn/init.h"
 #include "cohort/tensor/tensor.h"
 
@@ -49,7 +50,15 @@ class Module {
 
   // The computation. The default throws: containers without a forward of their own.
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // Calling a module runs forward() under its trace scope, if it has one (as torch's
+  // module(x) runs hooks and module.forward(x) does not): models call their children this way.
+  Tensor operator()(const Tensor& x) { return trace_scope_ ? traced_forward(x) : forward(x); }
+  // Traces this module's forward and backward (autograd/scope.h); null stops it. The trainer's
+  // timeline trace sets one on the modules it shows.
+  void set_trace_scope(std::shared_ptr<const autograd::Scope> scope) {
+    trace_scope_ = std::move(scope);
+  }
+  const std::shared_ptr<const autograd::Scope>& trace_scope() const { return trace_scope_; }
   // For error messages: "Linear", "GPT".
   virtual std::string type_name() const = 0;
 
@@ -112,11 +121,13 @@ class Module {
   void collect_params(const std::string& prefix, NamedTensors& out) const;
   void collect_buffers(const std::string& prefix, NamedTensors& out) const;
   void reset_below(const std::string& prefix, uint64_t seed);
+  Tensor traced_forward(const Tensor& x);
 
   std::vector<ParamEntry> params_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::shared_ptr<const autograd::Scope> trace_scope_;
 };
 
 }  // namespace cohort::nn

@@ -83,6 +83,10 @@ const DdpStepStats& DDP::last_step() const {
   return reducer_->stats();
 }
 
+void DDP::set_tracer(metrics::Tracer* tracer) {
+  reducer_->set_tracer(tracer);
+}
+
 size_t DDP::num_buckets() const {
   return reducer_->num_buckets();
 }

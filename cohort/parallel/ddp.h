@@ -22,6 +22,10 @@
 #include "cohort/parallel/comm_hook.h"
 #include "cohort/parallel/ddp_options.h"
 
+namespace cohort::metrics {
+class Tracer;
+}
+
 namespace cohort::parallel {
 
 class Reducer;
@@ -69,6 +73,8 @@ class DDP {
   const DdpStepStats& last_step() const;
   // Number of buckets in the current assignment (rebuilt after the first synced step).
   size_t num_buckets() const;
+  // Spans of each bucket's communication go to `tracer` (null: none; see Reducer).
+  void set_tracer(metrics::Tracer* tracer);
 
   // Collective. Hashes every parameter and compares across ranks; InvalidArgument naming the
   // rank(s) whose parameters differ from rank 0 and the first differing parameter. Runs

@@ -157,6 +157,11 @@ std::optional<CompressionOptions> compression_options_from(const Config& cfg) {
 DdpStrategy::DdpStrategy(const StrategyContext& ctx, DdpOptions options)
     : Strategy(ctx), ddp_(ctx.model, ctx.group, options) {}
 
+void DdpStrategy::set_tracer(metrics::Tracer* tracer) {
+  Strategy::set_tracer(tracer);
+  ddp_.set_tracer(tracer);
+}
+
 void DdpStrategy::backward(const Tensor& loss, bool sync) {
   if (sync) {
     loss.backward();

@@ -36,6 +36,7 @@ class DdpStrategy : public Strategy {
   // nothing into this one).
   StrategyState state() const override;
   void load_state(const StrategyState& state) override;
+  void set_tracer(metrics::Tracer* tracer) override;
   DDP& ddp() { return ddp_; }
 
  private:

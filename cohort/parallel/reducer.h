@@ -35,6 +35,10 @@
 #include "cohort/parallel/ddp_options.h"
 #include "cohort/tensor/tensor.h"
 
+namespace cohort::metrics {
+class Tracer;
+}
+
 namespace cohort::parallel {
 
 class Reducer : public std::enable_shared_from_this<Reducer> {
@@ -58,6 +62,12 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // The hook each ready bucket is handed to (comm_hook.h); AllreduceHook until replaced.
   void set_comm_hook(std::shared_ptr<CommHook> hook) { hook_ = std::move(hook); }
   CommHook& comm_hook() const { return *hook_; }
+  // Each bucket's communication becomes a span on the tracer's "comm" track (null: none): from
+  // when the hook is called (its encoding included), or when the bucket before it completed if
+  // later (collectives run one at a time, in issue order), to when the reducer saw the Work
+  // done: at a later grad-ready hook or in the end-of-backward wait, so its end is late by at
+  // most one hook's interval (as comm_s in DdpStepStats). The tracer outlives the reducer.
+  void set_tracer(metrics::Tracer* tracer) { tracer_ = tracer; }
   void set_sync(bool on) { sync_ = on; }
   bool sync() const { return sync_; }
   const DdpStepStats& stats() const { return stats_; }
@@ -76,7 +86,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     size_t pending = 0;
     comm::Work work;
     GradBucket view;  // what the hook is handed; lives until the buckets are rebuilt
-    Clock::time_point launched_at, done_at;
+    Clock::time_point issued_at, launched_at, done_at;
     bool observed_done = false;
   };
   struct Slot {
@@ -98,6 +108,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void wait_buckets();
   void copy_back();
   void record_stats(Clock::time_point graph_done, double exposed_s);
+  void trace_buckets() const;
   void rebuild_from_ready_order(const std::vector<size_t>& order);
   void detach_grads_from_buckets();
   void reset_iteration();
@@ -117,6 +128,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   std::function<void(int64_t)> after_step_;
   std::shared_ptr<CommHook> hook_ = std::make_shared<AllreduceHook>();
   DdpStepStats stats_;
+  metrics::Tracer* tracer_ = nullptr;
 
   // Per iteration.
   bool in_iteration_ = false;

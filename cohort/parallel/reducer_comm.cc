@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cohort/comm/communicator.h"
+#include "cohort/metrics/trace.h"
 #include "cohort/parallel/param_sync.h"
 #include "cohort/parallel/reducer.h"
 
@@ -17,6 +18,7 @@ double seconds(Reducer::Clock::duration d) {
 
 void Reducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
+  if (tracer_) bucket.issued_at = Clock::now();
   try {
     bucket.work = hook_->run(group_, bucket.view);
     COHORT_CHECK_ARG(bucket.work.valid(), "comm hook '", hook_->name(), "' returned an empty Work");
@@ -39,6 +41,7 @@ void Reducer::finalize() {
     double exposed = seconds(Clock::now() - wait_start);
     copy_back();
     record_stats(graph_done, exposed);
+    if (tracer_) trace_buckets();
   } catch (...) {
     drain();  // the flat buffers must outlive every launched collective
     reset_iteration();
@@ -126,6 +129,24 @@ void Reducer::record_stats(Clock::time_point graph_done, double exposed_s) {
   stats_.buckets = int(buckets_.size());
   stats_.bytes_sent = group_.bytes_sent() - sent0_;
   stats_.bytes_received = group_.bytes_received() - received0_;
+}
+
+// As in record_stats: bucket b occupies the communicator from max(its issue, bucket b-1's
+// completion) to its completion, so the spans on the "comm" track do not overlap (a track's
+// spans must nest for the viewers); the time it queued behind earlier buckets is in its args.
+void Reducer::trace_buckets() const {
+  Clock::time_point prev_done = first_hook_;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& k = buckets_[b];
+    Clock::time_point start = std::max(k.issued_at, prev_done);
+    prev_done = std::max(prev_done, k.done_at);
+    tracer_->complete(
+        detail::str(hook_->name(), " bucket ", b), "comm", start, k.done_at, "comm",
+        {{"bucket", b},
+         {"floats", k.layout.numel},
+         {"step", synced_steps_ + 1},
+         {"queued_us", std::chrono::duration<double, std::micro>(start - k.issued_at).count()}});
+  }
 }
 
 // Once, after the first synced step: buckets follow the observed ready order from now on.

@@ -31,6 +31,10 @@
 #include "cohort/rendezvous/bootstrap.h"
 #include "cohort/rendezvous/store.h"
 
+namespace cohort::metrics {
+class Tracer;
+}
+
 namespace cohort::parallel {
 
 // What a strategy is built from. `group` is null for a job of one process.
@@ -114,6 +118,10 @@ class Strategy {
   // checkpoint: a parameter-server worker restarted alone rejoins where the servers are. 0: the
   // trainer's own position (fresh, or its checkpoint's).
   virtual int64_t start_step() const { return 0; }
+  // The run's timeline (metrics/trace.h; null: off), for spans of the strategy's own
+  // communication (DDP: each bucket's allreduce). Owned by the caller, which keeps it alive
+  // until the strategy is gone. The trainer traces forward, backward and step around it.
+  virtual void set_tracer(metrics::Tracer* tracer) { tracer_ = tracer; }
 
   nn::Module& model() { return model_; }
   optim::Optimizer& optimizer() { return optimizer_; }
@@ -123,6 +131,7 @@ class Strategy {
   nn::Module& model_;
   optim::Optimizer& optimizer_;
   std::shared_ptr<comm::ProcessGroup> group_;
+  metrics::Tracer* tracer_ = nullptr;
 };
 
 }  // namespace cohort::parallel

@@ -40,6 +40,25 @@ void add_run_keys(ConfigRegistry& r) {
          "`none`.",
          "",
          {"auto", "bar", "plain", "none"}});
+  r.add({"run.trace", T::kBool, false,
+         "Write a timeline of every rank (forward/backward per module, each DDP bucket's "
+         "allreduce, optimizer, data, checkpoints, evaluation) to `trace.json` in the run "
+         "directory, for ui.perfetto.dev or chrome://tracing (docs/monitoring.md)."});
+  r.add({"run.trace_max_events",
+         T::kInt,
+         int64_t(1000000),
+         "Most trace events kept per rank; later ones are counted as dropped (said in the trace).",
+         "",
+         {},
+         1.0});
+  r.add({"run.trace_module_depth",
+         T::kInt,
+         int64_t(2),
+         "Module levels the trace shows forward/backward spans for: 1 the model's children "
+         "(`conv1`, `blocks`), 2 also theirs (`blocks.0`, `layers.1`); 0 none.",
+         "",
+         {},
+         0.0});
 }
 
 void add_model_keys(ConfigRegistry& r) {

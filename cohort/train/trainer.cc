@@ -93,6 +93,7 @@ nn::Module& Trainer::model() {
 }
 
 EvalResult Trainer::evaluate() {
+  metrics::Span span(s_->tracer.get(), "evaluate", "eval");
   autograd::NoGradGuard no_grad;
   s_->model->eval();
   int64_t max_batches = s_->cfg.get_int("train.eval_batches");

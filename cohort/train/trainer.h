@@ -60,7 +60,8 @@ class Trainer {
   bool train_step(const std::vector<data::Batch>& micro, int64_t epoch, int64_t batch_index,
                   double data_s, Progress& p);
   void start_run();
-  void rejoin_at(int64_t step);  // trainer_run.cc
+  TrainSummary run_and_finish();  // run() after start-up; trainer_run.cc
+  void rejoin_at(int64_t step);   // trainer_run.cc
   // Every rank: whether this position still needs a checkpoint; if so the strategy makes the
   // ranks agree (collective). Then rank 0 writes it. save_checkpoint does both.
   bool prepare_checkpoint();

@@ -9,6 +9,7 @@
 #include "cohort/nn/loss.h"
 #include "cohort/ops/ops.h"
 #include "cohort/train/progress.h"
+#include "cohort/train/run_trace.h"
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {
@@ -45,8 +46,11 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
     loss_sum += double(loss.item<float>());
     if (micro.size() > 1) loss = ops::mul_scalar(loss, 1.0 / double(micro.size()));
     s.strategy->backward(loss, /*sync=*/m + 1 == micro.size());
+    auto t1e = Clock::now();
     t.forward_s += std::chrono::duration<double>(t1 - t0).count();
-    t.backward_s += seconds_since(t1);
+    t.backward_s += std::chrono::duration<double>(t1e - t1).count();
+    trace_span(s, "forward", t0, t1);
+    trace_span(s, "backward", t1, t1e);
     t.samples += micro[m].y.size(0);
   }
   auto t2 = Clock::now();
@@ -55,6 +59,7 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
   s.schedule->apply(*s.opt, s.step);
   s.strategy->step();
   t.optimizer_s = seconds_since(t2);
+  if (s.tracer) trace_span(s, "optimizer", t2, Clock::now());
   parallel::StrategyStats c = s.strategy->last_stats();
   t.exposed_s = c.exposed_s;
   t.comm_s = c.comm_s;
@@ -168,6 +173,7 @@ void Trainer::run_epochs(Progress& p) {
     auto wait_from = Clock::now();
     for (auto it = loader.begin(); !(it == loader.end()); ++it) {
       data_s += seconds_since(wait_from);
+      if (s.tracer) trace_span(s, "data", wait_from, Clock::now());
       micro.push_back(*it);
       next_batch = it.index() + 1;
       // A step takes grad_accum micro-batches; the last step of an epoch may take fewer.
@@ -202,6 +208,7 @@ void Trainer::run_text(Progress& p) {
       micro.push_back(text.random_batch(s.batch, seed, index));
     }
     int64_t epoch = s.step / s.steps_per_epoch;
+    if (s.tracer) trace_span(s, "data", t0, Clock::now());
     more = train_step(micro, epoch, s.step % s.steps_per_epoch, seconds_since(t0), p);
   }
   s.strategy->finish_training();

@@ -9,6 +9,7 @@
 #include "cohort/nn/models/gpt.h"
 #include "cohort/train/checkpointing.h"
 #include "cohort/train/progress.h"
+#include "cohort/train/run_trace.h"
 #include "cohort/train/scaling_baseline.h"
 #include "cohort/train/trainer_state.h"
 
@@ -134,6 +135,7 @@ bool Trainer::prepare_checkpoint() {
 
 void Trainer::write_checkpoint() {
   State& s = *s_;
+  metrics::Span span(s.world->is_chief() ? s.tracer.get() : nullptr, "checkpoint write", "ckpt");
   if (s.world->is_chief()) {
     s.ckpt->save(capture_checkpoint(s, s.pos, s.pending_strategy));
     s.log.write(nlohmann::json{{"event", "checkpoint"}, {"step", s.step}, {"dir", s.ckpt->dir()}});
@@ -148,6 +150,17 @@ void Trainer::save_checkpoint() {
 TrainSummary Trainer::run() {
   State& s = *s_;
   start_run();
+  start_trace(s);
+  try {
+    return run_and_finish();
+  } catch (...) {
+    write_rank_trace(s);  // what led up to a failure is worth seeing; nobody merges it
+    throw;
+  }
+}
+
+TrainSummary Trainer::run_and_finish() {
+  State& s = *s_;
   s.start = Clock::now();
   s.log.write(nlohmann::json{
       {"event", "start"},
@@ -177,9 +190,12 @@ TrainSummary Trainer::run() {
   // may host the store, so the others must not need it after this. Then rank 0 alone writes the
   // final checkpoint, however long that takes: nobody waits for it under a collective deadline.
   bool final_checkpoint = prepare_checkpoint();
+  if (!s.world->is_chief()) write_rank_trace(s);  // rank 0 merges after this barrier
   if (s.world->distributed()) s.world->group->barrier();
   if (final_checkpoint) write_checkpoint();
   if (s.ckpt) s.ckpt->wait();
+  if (s.world->is_chief()) write_rank_trace(s);  // with the final checkpoint's write
+  merge_run_trace(s);
   return finish_summary();
 }
 

@@ -7,6 +7,7 @@
 
 #include "cohort/ckpt/checkpoint.h"
 #include "cohort/metrics/sink.h"
+#include "cohort/metrics/trace.h"
 #include "cohort/optim/schedule.h"
 #include "cohort/parallel/strategy.h"
 #include "cohort/train/components.h"
@@ -42,6 +43,10 @@ struct Trainer::State {
   std::unique_ptr<optim::LrSchedule> schedule;
   metrics::Recorder log;     // every record of this rank goes here (its JSONL file, ...)
   std::string metrics_file;  // this rank's JSONL file
+  // run.trace (run_trace.h); null when off. Before the strategy, which holds a pointer to it;
+  // the modules' scopes hold the observer weakly.
+  std::unique_ptr<metrics::Tracer> tracer;
+  std::shared_ptr<autograd::ScopeObserver> module_tracer;
   // Declared after the model and optimizer, so destroyed before them.
   std::unique_ptr<parallel::Strategy> strategy;   // parallel.strategy ("none" for one process)
   std::unique_ptr<ckpt::CheckpointManager> ckpt;  // rank 0 writes; every rank may read

@@ -19,10 +19,10 @@ Tensor CNN::forward(const Tensor& x) {
   COHORT_CHECK_ARG(flat || image, "CNN: input ", shape_str(x.shape()), " must be [N, 1, ", kImage,
                    ", ", kImage, "] or [N, ", pixels, "]");
   Tensor h = flat ? x.reshape({x.size(0), 1, kImage, kImage}) : x;
-  h = ops::max_pool2d(ops::relu(conv1_->forward(h)), 2);  // [N, 32, 13, 13]
-  h = ops::max_pool2d(ops::relu(conv2_->forward(h)), 2);  // [N, 64, 5, 5]
-  h = ops::relu(fc1_->forward(h.flatten(1)));             // [N, 128]
-  return fc2_->forward(h);                                // [N, 10]
+  h = ops::max_pool2d(ops::relu((*conv1_)(h)), 2);  // [N, 32, 13, 13]
+  h = ops::max_pool2d(ops::relu((*conv2_)(h)), 2);  // [N, 64, 5, 5]
+  h = ops::relu((*fc1_)(h.flatten(1)));             // [N, 128]
+  return (*fc2_)(h);                                // [N, 10]
 }
 
 }  // namespace cohort::nn

@@ -56,14 +56,14 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = n_embd_, H = n_head_, Dh = C / H;
   // [B, T, 3C] -> [B, T, 3, H, Dh] -> [3, B, H, T, Dh]: one copy, then q/k/v are contiguous
   // slices of it (split has a single backward that writes all three gradients).
-  Tensor qkv = qkv_->forward(x).reshape({B, T, 3, H, Dh}).permute({2, 0, 3, 1, 4}).contiguous();
+  Tensor qkv = (*qkv_)(x).reshape({B, T, 3, H, Dh}).permute({2, 0, 3, 1, 4}).contiguous();
   std::vector<Tensor> parts = ops::split(qkv, {1, 1, 1}, 0);
   Tensor q = parts[0].reshape({B, H, T, Dh});
   Tensor k = parts[1].reshape({B, H, T, Dh});
   Tensor v = parts[2].reshape({B, H, T, Dh});
   Tensor y = ops::causal_attention(q, k, v);  // [B, H, T, Dh]
   y = y.transpose(1, 2).reshape({B, T, C});   // heads side by side again
-  return drop_->forward(proj_->forward(y));
+  return (*drop_)((*proj_)(y));
 }
 
 GptMlp::GptMlp(const GptOptions& opt) {
@@ -73,7 +73,7 @@ GptMlp::GptMlp(const GptOptions& opt) {
 }
 
 Tensor GptMlp::forward(const Tensor& x) {
-  return drop_->forward(proj_->forward(ops::gelu(fc_->forward(x))));
+  return (*drop_)((*proj_)(ops::gelu((*fc_)(x))));
 }
 
 GptBlock::GptBlock(const GptOptions& opt) {
@@ -84,8 +84,8 @@ GptBlock::GptBlock(const GptOptions& opt) {
 }
 
 Tensor GptBlock::forward(const Tensor& x) {
-  Tensor h = x + attn_->forward(ln1_->forward(x));
-  return h + mlp_->forward(ln2_->forward(h));
+  Tensor h = x + (*attn_)((*ln1_)(x));
+  return h + (*mlp_)((*ln2_)(h));
 }
 
 GPT::GPT(GptOptions opt) : opt_(opt) {
@@ -124,9 +124,9 @@ Tensor GPT::forward(const Tensor& idx) {
                    " must be in [1, block_size = ", opt_.block_size, "] (idx ",
                    shape_str(idx.shape()), ")");
   Tensor pos = arange(T, DType::i64);
-  Tensor x = wte_->forward(idx) + wpe_->forward(pos);  // [B, T, C] + [T, C]
-  x = blocks_->forward(drop_->forward(x));
-  return lm_head_->forward(ln_f_->forward(x));  // [B, T, V]
+  Tensor x = (*wte_)(idx) + (*wpe_)(pos);  // [B, T, C] + [T, C]
+  x = (*blocks_)((*drop_)(x));
+  return (*lm_head_)((*ln_f_)(x));  // [B, T, V]
 }
 
 // logits [1, T, V]: samples from the last position's distribution.

@@ -22,7 +22,7 @@ Tensor MLP::forward(const Tensor& x) {
   COHORT_CHECK_ARG(h.size(1) == sizes_[0], "MLP: input ", shape_str(x.shape()), " has ", h.size(1),
                    " features per sample, expected ", sizes_[0]);
   for (size_t i = 0; i < linears_.size(); ++i) {
-    h = linears_[i]->forward(h);
+    h = (*linears_[i])(h);
     if (i + 1 < linears_.size()) h = ops::relu(h);
   }
   return h;

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -47,6 +49,7 @@ class Dashboard::Impl {
       : options_(o), view_(view), chart_js_(read_chart_js(o.chart_js)) {
     rendezvous::check_secret(o.secret, rendezvous::SecretPolicy::kRequired, "dashboard");
     token_required_ = o.require_token || !rendezvous::is_loopback_host(o.bind);
+    token_ = o.secret.derive("dashboard");
     start_stream();
     start_http();
   }
@@ -63,10 +66,12 @@ class Dashboard::Impl {
   uint16_t port() const { return port_; }
   std::string stream_address() const { return stream_->address(); }
   std::string url() const {
-    std::string host =
-        options_.bind == "0.0.0.0" || options_.bind == "::" ? "127.0.0.1" : options_.bind;
+    std::string host = options_.bind == "0.0.0.0" ? "127.0.0.1"
+                       : options_.bind == "::"    ? "::1"
+                                                  : options_.bind;
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6
     std::string u = "http://" + host + ":" + std::to_string(port_) + "/";
-    return token_required_ ? u + "?token=" + options_.secret.to_hex() : u;
+    return token_required_ ? u + "?token=" + token_.to_hex() : u;
   }
 
  private:
@@ -87,11 +92,18 @@ class Dashboard::Impl {
         std::move(h));
   }
 
+  // The token is a key derived from the job secret (Secret::derive), never the secret itself,
+  // compared in constant time.
   bool authorized(const httplib::Request& req) const {
     if (!token_required_) return true;
-    const std::string want = options_.secret.to_hex();
-    if (req.get_param_value("token") == want) return true;
-    return req.get_header_value("Authorization") == "Bearer " + want;
+    std::string given = req.get_param_value("token");
+    const std::string auth = req.get_header_value("Authorization");
+    if (given.empty() && auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
+    try {
+      return !given.empty() && rendezvous::Secret::from_hex(given, "dashboard token") == token_;
+    } catch (const Error&) {  // not hex, or too short
+      return false;
+    }
   }
 
   void start_http() {
@@ -121,16 +133,25 @@ class Dashboard::Impl {
     COHORT_CHECK_IO(port > 0, "dashboard: cannot listen on ", options_.bind, ":", options_.port,
                     " (in use? pick another with --dashboard PORT)");
     port_ = uint16_t(port);
-    http_thread_ = std::thread([this] { http_.listen_after_bind(); });
+    http_thread_ = std::thread([this] {
+      http_.listen_after_bind();
+      listen_returned_ = true;
+    });
+    // httplib 0.11's stop() is a no-op until the listener runs, so a Dashboard destroyed at
+    // once (the launch fails) would join a thread that never ends: wait for it to run.
+    for (int i = 0; i < 5000 && !http_.is_running() && !listen_returned_; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
   DashboardOptions options_;
   JobView& view_;
   std::string chart_js_;
   bool token_required_ = false;
+  rendezvous::Secret token_;  // what a request must carry when token_required_
   std::unique_ptr<comm::service::Server> stream_;
   httplib::Server http_;
   std::thread http_thread_;
+  std::atomic<bool> listen_returned_{false};
   uint16_t port_ = 0;
 };
 

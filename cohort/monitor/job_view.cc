@@ -1,6 +1,8 @@
 #include "cohort/monitor/job_view.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace cohort::monitor {
 namespace {
@@ -19,11 +21,17 @@ Json breakdown_of(const Json& step) {
   Json b = Json::object();
   for (const char* k :
        {"data_ms", "forward_ms", "backward_ms", "optimizer_ms", "exposed_comm_ms", "comm_ms"})
-    b[k] = step.value(k, 0.0);
+    b[k] = number_in(step, k);
   return b;
 }
 
 }  // namespace
+
+double number_in(const Json& record, const char* key, double fallback) {
+  auto it = record.find(key);
+  if (it == record.end()) return fallback;
+  return it->is_number() ? it->get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
 
 JobView::JobView(JobViewOptions options) : options_(options) {
   for (int r = 0; r < options_.workers; ++r) ranks_[r];
@@ -60,6 +68,10 @@ void JobView::dispatch(int rank, const std::string& kind, const Json& record) {
 void JobView::on_start(int rank, const Json& r) {
   state_ = "running";
   if (rank != 0) return;
+  // The fields snapshot() reads, checked here: a wrong type skips the record (ingest).
+  (void)r.value("total_steps", int64_t{0});
+  (void)r.value("model", std::string());
+  (void)r.value("energy_source", std::string());
   start_ = r;
   if (r.value("start_step", 0) > 0)
     add_event("resume", "resumed from step " + std::to_string(r.value("start_step", 0)));
@@ -67,27 +79,36 @@ void JobView::on_start(int rank, const Json& r) {
 
 void JobView::on_step(int rank, const Json& r) {
   state_ = "running";
+  // Read every field first: a record with a field of the wrong type changes nothing.
+  const int64_t step = r.value("step", int64_t{0});
+  const int64_t samples = r.value("samples", int64_t{0});
+  const uint64_t sent = r.value("bytes_sent", uint64_t{0});
+  const uint64_t received = r.value("bytes_received", uint64_t{0});
+  const uint64_t steps = r.value("steps", uint64_t{1});
+  const double energy = number_in(r, "energy_j");
+  const double mean_s = 1e-3 * (number_in(r, "data_ms") + number_in(r, "forward_ms") +
+                                number_in(r, "backward_ms") + number_in(r, "optimizer_ms"));
   RankTotals& t = ranks_[rank];
   t.last_step = r;
-  t.step = r.value("step", int64_t{0});
-  t.samples = r.value("samples", t.samples);
-  t.bytes_sent += r.value("bytes_sent", uint64_t{0});
-  t.bytes_received += r.value("bytes_received", uint64_t{0});
-  t.energy_j += r.value("energy_j", 0.0);
-  const uint64_t steps = r.value("steps", uint64_t{1});
-  const double mean_s = 1e-3 * (r.value("data_ms", 0.0) + r.value("forward_ms", 0.0) +
-                                r.value("backward_ms", 0.0) + r.value("optimizer_ms", 0.0));
-  for (size_t b = 0; b < kStepBuckets.size(); ++b)
-    if (mean_s <= kStepBuckets[b]) t.bucket_counts[b] += steps;
-  t.step_count += steps;
-  t.step_seconds_sum += mean_s * double(steps);
+  t.step = step;
+  t.samples_counted += std::max<int64_t>(0, samples - t.samples);
+  t.samples = samples;
+  t.bytes_sent += sent;
+  t.bytes_received += received;
+  if (std::isfinite(energy)) t.energy_j += energy;
+  if (std::isfinite(mean_s)) {
+    for (size_t b = 0; b < kStepBuckets.size(); ++b)
+      if (mean_s <= kStepBuckets[b]) t.bucket_counts[b] += steps;
+    t.step_count += steps;
+    t.step_seconds_sum += mean_s * double(steps);
+  }
   if (r.contains("straggler") && r["straggler"].is_object()) {
     straggler_ = r["straggler"];
     straggler_["step"] = t.step;
     const int slow = straggler_.value("rank", -1);
     for (auto& [k, v] : ranks_) v.straggler = k == slow;
   }
-  if (rank == 0) push_bounded(loss_, Json::array({t.step, r.value("loss", 0.0)}), options_.history);
+  if (rank == 0) push_bounded(loss_, Json::array({t.step, number_in(r, "loss")}), options_.history);
   push_bounded(throughput_, Json::array({elapsed_s(), job_samples_per_s()}), options_.history);
 }
 
@@ -113,7 +134,10 @@ double JobView::elapsed_s() const {
 
 double JobView::job_samples_per_s() const {
   double sum = 0;
-  for (const auto& [rank, t] : ranks_) sum += t.last_step.value("samples_per_s", 0.0);
+  for (const auto& [rank, t] : ranks_) {
+    const double sps = number_in(t.last_step, "samples_per_s");
+    if (std::isfinite(sps)) sum += sps;
+  }
   return sum;
 }
 
@@ -126,8 +150,8 @@ Json JobView::snapshot() const {
     ranks.push_back(Json{{"rank", rank},
                          {"step", t.step},
                          {"samples", t.samples},
-                         {"loss", t.last_step.value("loss", 0.0)},
-                         {"samples_per_s", t.last_step.value("samples_per_s", 0.0)},
+                         {"loss", number_in(t.last_step, "loss")},
+                         {"samples_per_s", number_in(t.last_step, "samples_per_s")},
                          {"breakdown", breakdown_of(t.last_step)},
                          {"bytes_sent", t.bytes_sent},
                          {"bytes_received", t.bytes_received},
@@ -138,7 +162,7 @@ Json JobView::snapshot() const {
     energy += t.energy_j;
   }
   const double sps = job_samples_per_s();
-  const double baseline = start_.value("baseline_samples_per_s", 0.0);
+  const double baseline = number_in(start_, "baseline_samples_per_s");
   const int workers = std::max<int>(options_.workers, int(ranks_.size()));
   Json efficiency = baseline > 0 && workers > 0 ? Json(sps / (workers * baseline)) : Json();
   if (summary_.contains("scaling_efficiency")) efficiency = summary_["scaling_efficiency"];

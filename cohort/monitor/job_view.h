@@ -25,10 +25,17 @@ using Json = nlohmann::json;
 inline const std::vector<double> kStepBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                  0.1,   0.25,   0.5,   1,    2.5,   5};
 
+// A record's number: `fallback` when absent, NaN when it is not a number (a diverged loss is
+// written as null), so that one odd field never makes the view throw.
+double number_in(const Json& record, const char* key, double fallback = 0);
+
 struct RankTotals {
-  Json last_step = Json::object();              // the newest "step" record ({} before the first)
-  int64_t step = 0;                             // its step
-  int64_t samples = 0;                          // samples trained so far (the record's "samples")
+  Json last_step = Json::object();  // the newest "step" record ({} before the first)
+  int64_t step = 0;                 // its step
+  int64_t samples = 0;              // samples trained so far (the record's "samples")
+  // Samples counted once each, for a counter that never goes down: a resumed worker reports
+  // fewer samples than before its restart, so only increases are added.
+  int64_t samples_counted = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;  // summed over step records
   double energy_j = 0;                          // summed over step records' "energy_j"
   // Step-time histogram. A step record carries the mean over its interval's `steps` steps, so

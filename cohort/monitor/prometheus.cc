@@ -56,7 +56,7 @@ class Writer {
 };
 
 double field(const RankTotals& t, const char* key) {
-  return t.last_step.value(key, 0.0);
+  return number_in(t.last_step, key);
 }
 
 }  // namespace
@@ -64,8 +64,9 @@ double field(const RankTotals& t, const char* key) {
 std::string prometheus_text(const JobView& view) {
   const std::map<int, RankTotals> ranks = view.totals();
   Writer w;
-  w.family("cohort_samples_total", "counter", "Samples trained, per rank", ranks,
-           [](const RankTotals& t) { return double(t.samples); });
+  w.family("cohort_samples_total", "counter",
+           "Samples trained, per rank (steps redone after a restart count again)", ranks,
+           [](const RankTotals& t) { return double(t.samples_counted); });
   w.family("cohort_bytes_sent_total", "counter", "Bytes this rank sent for training", ranks,
            [](const RankTotals& t) { return double(t.bytes_sent); });
   w.family("cohort_bytes_received_total", "counter", "Bytes this rank received for training", ranks,

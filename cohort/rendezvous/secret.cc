@@ -1,6 +1,8 @@
 #include "cohort/rendezvous/secret.h"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <cerrno>
@@ -68,6 +70,22 @@ Secret Secret::generate() {
   s.bytes_.resize(32);
   random_bytes(s.bytes_);
   return s;
+}
+
+Secret Secret::derive(std::string_view purpose) const {
+  COHORT_CHECK_ARG(!empty(), "cannot derive a key for '", purpose, "' from an empty secret");
+  std::string msg = "cohort derive";
+  msg.push_back('\0');
+  msg.append(purpose);
+  Secret d;
+  d.bytes_.resize(32);
+  unsigned int len = 0;
+  COHORT_INTERNAL(HMAC(EVP_sha256(), bytes_.data(), int(bytes_.size()),
+                       reinterpret_cast<const uint8_t*>(msg.data()), msg.size(), d.bytes_.data(),
+                       &len) != nullptr &&
+                      len == d.bytes_.size(),
+                  "HMAC-SHA256 failed");
+  return d;
 }
 
 std::string Secret::to_hex() const {

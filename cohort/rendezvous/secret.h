@@ -32,6 +32,11 @@ class Secret {
   // 32 fresh random bytes (OpenSSL RAND_bytes).
   static Secret generate();
 
+  // A key for one purpose, HMAC-SHA256(secret, "cohort derive" 0 purpose): showing it (the
+  // dashboard's token in a printed URL) reveals nothing of the secret or of other purposes'
+  // keys. InvalidArgument for an empty secret.
+  Secret derive(std::string_view purpose) const;
+
   std::string to_hex() const;
   bool empty() const { return bytes_.empty(); }
   std::span<const uint8_t> bytes() const { return bytes_; }

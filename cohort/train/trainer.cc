@@ -52,9 +52,9 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   check_combination(cfg);
   s_->world = join_world(cfg, env);
   if (s_->world->size > 1) log::set_rank(s_->world->rank);
-  // Under `--dashboard` every record also goes to the launcher (metrics/stream_sink.h).
-  if (auto stream = metrics::stream_sink_from_env(env, s_->world->rank))
-    s_->log.add(std::move(stream));
+  // Under `--dashboard` every record also goes to the launcher (metrics/stream_sink.h), after
+  // the JSONL file (start_run), so that a stalled launcher never delays the file.
+  s_->stream = metrics::stream_sink_from_env(env, s_->world->rank);
   set_num_threads(int(cfg.get_int("run.threads")));
   s_->batch = cfg.get_int("data.batch_size");
   s_->data = make_data(cfg);

@@ -83,6 +83,7 @@ void Trainer::start_run() {
   s.run_dir = make_run_dir(s.cfg, chief);
   s.metrics_file = metrics_path(s);
   s.log.add(std::make_unique<metrics::JsonlFile>(s.metrics_file));
+  if (s.stream) s.log.add(std::move(s.stream));
   s.ckpt = make_checkpoints(s.cfg, s.run_dir);
   if (s.strategy->start_step() > 0) return rejoin_at(s.strategy->start_step());
   std::optional<ckpt::CheckpointData> d = find_resume_checkpoint(s);

@@ -43,6 +43,7 @@ struct Trainer::State {
   std::unique_ptr<optim::LrSchedule> schedule;
   metrics::Recorder log;     // every record of this rank goes here (its JSONL file, ...)
   std::string metrics_file;  // this rank's JSONL file
+  std::unique_ptr<metrics::Sink> stream;  // to the dashboard; joins `log` in start_run
   // run.trace (run_trace.h); null when off. Before the strategy, which holds a pointer to it;
   // the modules' scopes hold the observer weakly.
   std::unique_ptr<metrics::Tracer> tracer;

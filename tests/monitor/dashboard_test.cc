@@ -92,15 +92,21 @@ TEST(Dashboard, AStreamWithTheWrongSecretIsRefusedAndShowsNothing) {
 TEST(Dashboard, TheTokenIsRequiredWhereItIsAsked) {
   Secret secret = Secret::generate();
   Dashboard d({.secret = secret, .workers = 1, .require_token = true});
+  const std::string token = secret.derive("dashboard").to_hex();
   int status = 0;
   get(d, "/api/state", &status);
   EXPECT_EQ(status, 401);
-  get(d, "/metrics?token=00" + secret.to_hex().substr(2), &status);
+  get(d, "/metrics?token=00" + token.substr(2), &status);  // one byte off
   EXPECT_EQ(status, 401);
-  EXPECT_FALSE(get(d, "/api/state?token=" + secret.to_hex()).empty());
-  EXPECT_FALSE(
-      get(d, "/metrics", nullptr, {{"Authorization", "Bearer " + secret.to_hex()}}).empty());
-  EXPECT_NE(d.url().find("?token=" + secret.to_hex()), std::string::npos);
+  get(d, "/metrics?token=" + secret.to_hex(), &status);  // the job secret is not the token
+  EXPECT_EQ(status, 401);
+  get(d, "/metrics?token=xyz", &status);
+  EXPECT_EQ(status, 401);
+  EXPECT_FALSE(get(d, "/api/state?token=" + token).empty());
+  EXPECT_FALSE(get(d, "/metrics", nullptr, {{"Authorization", "Bearer " + token}}).empty());
+  // The printed address carries the token, never the job secret.
+  EXPECT_NE(d.url().find("?token=" + token), std::string::npos);
+  EXPECT_EQ(d.url().find(secret.to_hex()), std::string::npos);
 }
 
 TEST(Dashboard, ServesNumbersWithoutChartJs) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "cohort/monitor/prometheus.h"
 #include "tests/monitor/prometheus_parse.h"
 
@@ -110,6 +112,32 @@ TEST(Prometheus, TextParsesWithThePrometheusParserAndHoldsTheRecordsFigures) {
     EXPECT_NE(o.find(want), std::string::npos) << "missing '" << want << "' in\n" << o;
   // Step time 4 ms (data 0.5 + forward 1 + backward 2 + optimizer 0.5) over 20 steps.
   EXPECT_NE(o.find("cohort_step_seconds_sum{rank=0} 0.08"), std::string::npos) << o;
+}
+
+}  // namespace
+
+namespace {
+
+TEST(JobView, ADivergedLossDoesNotBreakTheStateOrMetrics) {
+  JobView v({.workers = 1});
+  Json r = step_record(0, 10, 900, 640);
+  r["loss"] = nullptr;  // how nlohmann writes NaN
+  v.ingest(0, r);
+  Json s = v.snapshot();
+  EXPECT_EQ(s["ranks"][0]["step"], 10);
+  EXPECT_TRUE(std::isnan(s["ranks"][0]["loss"].get<double>()));  // null in /api/state
+  auto parsed = cohort::testing::parse_prometheus(cohort::monitor::prometheus_text(v));
+  ASSERT_EQ(parsed.status, 0) << parsed.output;
+  EXPECT_NE(parsed.output.find("cohort_loss{rank=0} nan"), std::string::npos) << parsed.output;
+}
+
+TEST(JobView, TheSamplesCounterNeverGoesDownAcrossARestart) {
+  JobView v({.workers = 1});
+  v.ingest(0, step_record(0, 20, 900, 1280));
+  v.ingest(0, step_record(0, 10, 900, 640));  // resumed from a checkpoint at step 10
+  v.ingest(0, step_record(0, 20, 900, 1280));
+  EXPECT_EQ(v.totals()[0].samples_counted, 1280 + 640);
+  EXPECT_EQ(v.snapshot()["ranks"][0]["samples"], 1280);
 }
 
 }  // namespace

@@ -19,7 +19,9 @@ uint16_t parse_port(const std::vector<std::string>& v) {
     port = -1;
   }
   COHORT_CHECK_ARG(port >= 0 && port < 65536, "--dashboard '", v[0],
-                   "': expected a port number 0..65535 (0 or none: any free port)");
+                   "': expected a port number 0..65535 (0 or none: any free port). --dashboard "
+                   "takes the next word as its port: put it after the config file, or write "
+                   "--dashboard=PORT");
   return uint16_t(port);
 }
 
@@ -40,6 +42,10 @@ void add_dashboard_options(CLI::App* cmd, DashboardArgs& a) {
 std::unique_ptr<monitor::Dashboard> start_dashboard(const DashboardArgs& a,
                                                     launch::LaunchOptions& o) {
   if (!a.requested()) return nullptr;
+  // Each node's launcher sees only its own workers; one page for a multi-node job needs the
+  // other nodes to stream to node 0, which is not built yet.
+  COHORT_CHECK_ARG(o.nnodes == 1, "--dashboard works on a single node for now (--nnodes ", o.nnodes,
+                   ")");
   rendezvous::Secret secret = rendezvous::secret_from_env(rendezvous::snapshot_environment(),
                                                           rendezvous::SecretPolicy::kAllowInsecure);
   if (secret.empty()) secret = rendezvous::Secret::generate();

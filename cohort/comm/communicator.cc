@@ -31,6 +31,7 @@ Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, i
       rank_(rank),
       size_(size),
       options_(std::move(options)),
+      flight_(options_.flight_recorder_size),
       p2p_sent_(size_t(size), 0),
       p2p_received_(size_t(size), 0) {
   transport::ContextOptions co;
@@ -79,6 +80,17 @@ uint64_t Communicator::next_p2p_seq(int peer, bool send) {
 void Communicator::assign_seq(Op& op) {
   if (op.timeout.count() <= 0) op.timeout = options_.timeout;
   if (!op.p2p) op.seq = next_seq_++;
+  FlightEntry e;
+  e.seq = op.p2p ? op.seq & ~kP2PTagBit : op.seq;
+  e.p2p = op.p2p;
+  e.op = op.p2p && op.p2p_name ? op.p2p_name : op_code_name(op.sig.op);
+  e.dtype = dtype_short_name(op.sig.dtype);
+  e.count = op.sig.count;
+  e.bytes = op.sig.count * dtype_size(op.sig.dtype);
+  e.peer = op.peer;
+  e.root = op.p2p ? -1 : op.sig.root;
+  e.algorithm = algorithm_name(op.sig.algorithm);
+  op.flight_id = flight_.issue(std::move(e));
 }
 
 std::string Communicator::op_name(const Op& op) const {
@@ -149,8 +161,10 @@ void Communicator::execute(Op& op) {
                   "); build a new one");
   auto deadline = transport::Clock::now() + op.timeout;
   Exec ex(*ctx_, op.sig, op.seq, deadline, scratch_);
+  flight_.start(op.flight_id);
   try {
     op.body(ex);
+    flight_.complete(op.flight_id);
   } catch (...) {
     // Arguments were checked before the body ran, so anything thrown here left messages half
     // way: abort, which also withdraws every posted op from the user's buffers.
@@ -164,9 +178,11 @@ void Communicator::fail_op(const Op& op) {
   std::string name = detail::str(op_name(op), " on rank ", rank_);
   // Peers blocked on this rank learn at once, and why, instead of at their deadlines; the
   // communicator is unusable anyway.
+  // Returns where the flight record went, for the error thrown.
   auto give_up = [&](const std::string& msg) {
     broken_ = msg;
     ctx_->abort(msg);
+    return record_failure(op, msg);
   };
   try {
     throw;
@@ -183,17 +199,15 @@ void Communicator::fail_op(const Op& op) {
       msg += detail::str(" (same call, but ", m.expected_bytes, " vs ", m.got_bytes,
                          " bytes: do the ranks pass the same counts?)");
     }
-    give_up(msg);
-    throw CollectiveMismatch(msg);
+    throw CollectiveMismatch(msg + give_up(msg));
   } catch (const Timeout& e) {
     std::string msg = detail::str(name, " (", op.sig.describe(), ") timed out after ",
                                   op.timeout.count(), " ms: ", e.what());
-    give_up(msg);
-    throw Timeout(msg);
+    throw Timeout(msg + give_up(msg));
   } catch (const IoError& e) {
-    std::string context = detail::str(name, " (", op.sig.describe(), "): ");
-    give_up(context + e.what());
-    rethrow_with_context(std::current_exception(), context);
+    std::string context = detail::str(name, " (", op.sig.describe(), ")");
+    std::string note = give_up(context + ": " + e.what());
+    rethrow_with_context(std::current_exception(), context + note + ": ");
   } catch (const std::exception& e) {
     give_up(detail::str(name, " (", op.sig.describe(), "): ", e.what()));
     throw;
@@ -201,6 +215,20 @@ void Communicator::fail_op(const Op& op) {
     give_up(detail::str(name, " (", op.sig.describe(), "): unknown error"));
     throw;
   }
+}
+
+std::string Communicator::record_failure(const Op& op, const std::string& error) {
+  flight_.fail(op.flight_id, error);
+  if (options_.flight_dump_path.empty()) return "";
+  try {
+    write_flight_dump(options_.flight_dump_path, flight_.dump_json(rank_, size_, error));
+  } catch (const std::exception& e) {
+    // The original error matters more than its record: say why there is none, keep going.
+    log::warn("comm", "rank ", rank_, ": ", e.what());
+    return "";
+  }
+  return detail::str(" [rank ", rank_, " wrote its flight record to ", options_.flight_dump_path,
+                     "]");
 }
 
 std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ranks) {
@@ -216,6 +244,7 @@ std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ra
   if (it == ranks.end()) return nullptr;
   CommOptions o = options_;
   o.prefix = detail::str(prefix_, "/group", id);
+  o.flight_dump_path.clear();
   return create(store_, int(it - ranks.begin()), int(ranks.size()), o);
 }
 
@@ -239,6 +268,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   int my_index = int(std::find(members.begin(), members.end(), rank_) - members.begin());
   CommOptions o = options_;
   o.prefix = detail::str(prefix_, "/split", id, "/color", color);
+  o.flight_dump_path.clear();
   return create(store_, my_index, int(members.size()), o);
 }
 

@@ -25,6 +25,7 @@
 
 #include "cohort/comm/algorithms/exec.h"
 #include "cohort/comm/cost_model.h"
+#include "cohort/comm/flight_recorder.h"
 #include "cohort/comm/shared_buffer.h"
 #include "cohort/comm/topology.h"
 #include "cohort/comm/transport/context.h"
@@ -61,6 +62,11 @@ struct CommOptions {
   // give ranks of one machine different ids to play several hosts. Sub-groups inherit it.
   std::string host_id;
   // Fault injection (tests: latency, stalls, lost connections) is device.faults.
+  // The flight recorder (flight_recorder.h): how many of the last operations it keeps, and
+  // where this rank writes them when an operation fails or times out (empty: nowhere).
+  // Sub-groups keep a ring of their own but do not write it (their file would clobber this one).
+  size_t flight_recorder_size = 64;
+  std::string flight_dump_path;
 };
 
 class Communicator {
@@ -111,6 +117,8 @@ class Communicator {
   void set_cost_model(const CostModel& model) { cost_model_ = model; }
   // Which ranks share a host (from every rank's CommOptions::host_id). Same on every rank.
   const HostTopology& topology() const { return topology_; }
+  // The last operations (options().flight_recorder_size of them).
+  const FlightRecorder& flight_recorder() const { return flight_; }
 
   // --- used by the operations in collectives.cc and p2p.cc ---
   struct Op {
@@ -119,6 +127,10 @@ class Communicator {
     std::function<void(Exec&)> body;
     uint64_t seq = 0;  // collectives: assigned on issue; p2p: set by the caller
     bool p2p = false;
+    // For the flight recorder: the p2p call's name ("send", "recv", "send_recv") and peer.
+    const char* p2p_name = nullptr;
+    int peer = -1;
+    uint64_t flight_id = 0;  // set on issue
   };
   void run(Op op);
   Work submit(Op op);
@@ -133,6 +145,9 @@ class Communicator {
   // in front, keeping its type, and marks the communicator broken.
   [[noreturn]] void fail_op(const Op& op);
   std::string op_name(const Op& op) const;
+  // Marks the operation failed in the flight recorder and writes the ring where the options
+  // say; returns what to append to the error (where the record went).
+  std::string record_failure(const Op& op, const std::string& error);
   void worker_loop();
 
   std::shared_ptr<rendezvous::Store> store_;
@@ -144,6 +159,7 @@ class Communicator {
   std::vector<std::vector<char>> scratch_{2};
   CostModel cost_model_;
   HostTopology topology_;
+  FlightRecorder flight_;
   uint64_t next_seq_ = 0;
   uint64_t next_group_ = 0;
   std::vector<uint64_t> p2p_sent_, p2p_received_;

@@ -19,6 +19,8 @@ void join_native(const rendezvous::EnvMap& env, const JoinOptions& o, World& w) 
   co.device.bind_address = o.bind_address;
   co.device.advertise_address = o.advertise_address;
   co.prefix = "world";
+  co.device.faults = o.faults;
+  co.flight_recorder_size = o.flight_recorder_size;
   std::shared_ptr<rendezvous::Store> store;
   if (rendezvous::has_launcher_environment(env)) {
     rendezvous::WorldInfo info = rendezvous::world_from_env(env);
@@ -27,6 +29,9 @@ void join_native(const rendezvous::EnvMap& env, const JoinOptions& o, World& w) 
     w.local_rank = info.local_rank;
     w.local_size = info.local_world_size;
     co.device.secret = info.secret;
+    auto flight_dir = env.find("COHORT_FLIGHT_DIR");
+    if (flight_dir != env.end() && !flight_dir->second.empty())
+      co.flight_dump_path = detail::str(flight_dir->second, "/rank", info.rank, ".json");
     auto external = env.find("COHORT_STORE_EXTERNAL");
     rendezvous::WorldStoreOptions so;
     so.host = external != env.end() && external->second == "1" ? rendezvous::StoreHost::kExternal

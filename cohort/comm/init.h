@@ -48,6 +48,11 @@ struct JoinOptions {
   // (comm and group stay null): for processes that talk to services, not to each other
   // (parameter-server workers), so that one of them can restart alone.
   bool store_only = false;
+  // Native only. Fault injection (transport.h) and the flight recorder's ring size
+  // (flight_recorder.h). The ring is written to $COHORT_FLIGHT_DIR/rank<R>.json when an
+  // operation fails, if the launcher set that variable (`cohort run` does, per attempt).
+  transport::FaultInjection faults;
+  size_t flight_recorder_size = 64;
 };
 
 struct World {

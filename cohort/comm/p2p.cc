@@ -39,6 +39,9 @@ Communicator::Op batch_op(Communicator& c, const std::vector<P2POp>& ops, millis
                     int(ops[0].tag), ops[0].count, timeout);
   op.p2p = true;
   op.seq = posted[0].tag;
+  const bool one = ops.size() == 1;
+  op.p2p_name = !one ? "send_recv" : ops[0].kind == P2POp::kSend ? "send" : "recv";
+  op.peer = one ? ops[0].peer : -1;
   op.body = [posted](Exec& ex) {
     std::vector<transport::Request> reqs;
     for (const Posted& p : posted) {

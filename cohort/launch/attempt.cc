@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 
 #include "cohort/core/error.h"
+#include "cohort/launch/flight_verdict.h"
 #include "cohort/launch/torch_env.h"
 
 namespace cohort::launch::detail {
@@ -90,11 +93,50 @@ AttemptOutcome Attempt::run() {
                  servers.c_str(), plan_.store_host.c_str(), unsigned{port_});
   }
   std::fflush(stderr);
+  make_flight_dir();
   spawn_all();
   watch();
   if (any_running()) stop(outcome_.signal ? outcome_.signal : SIGTERM);
   finish();
+  read_flight_records();
   return outcome_;
+}
+
+void Attempt::make_flight_dir() {
+  namespace fs = std::filesystem;
+  auto base = plan_.base_env.find("COHORT_FLIGHT_DIR");
+  if (base != plan_.base_env.end() && !base->second.empty()) {
+    flight_dir_ = cohort::detail::str(base->second, "/attempt-", restart_);
+    std::error_code ec;
+    fs::create_directories(flight_dir_, ec);
+    COHORT_CHECK_IO(!ec, "cohort run: cannot create the flight recorder directory ", flight_dir_,
+                    " (from COHORT_FLIGHT_DIR): ", ec.message());
+    return;
+  }
+  auto tmp = plan_.base_env.find("TMPDIR");
+  std::string pattern =
+      (tmp != plan_.base_env.end() && !tmp->second.empty() ? tmp->second : std::string("/tmp")) +
+      "/cohort-flight-XXXXXX";
+  COHORT_CHECK_IO(::mkdtemp(pattern.data()) != nullptr, "cohort run: cannot create ", pattern,
+                  " for the flight recorder: ", strerror(errno));
+  flight_dir_ = pattern;
+  flight_dir_temporary_ = true;
+}
+
+// After a failure, the verdict over this node's workers (servers keep no ring).
+void Attempt::read_flight_records() {
+  if (outcome_.failed_rank >= 0) {
+    std::vector<int> ranks;
+    for (auto& w : workers_)
+      if (w->local_rank >= 0) ranks.push_back(w->rank);
+    FlightVerdict v = cohort::launch::read_flight_records(flight_dir_, ranks);
+    if (v.any_record()) {
+      outcome_.flight_report = v.format(flight_dir_);
+      return;  // the records stay for the user
+    }
+  }
+  std::error_code ec;
+  if (flight_dir_temporary_) std::filesystem::remove_all(flight_dir_, ec);
 }
 
 namespace {
@@ -117,6 +159,7 @@ rendezvous::EnvMap Attempt::job_env() const {
   set("COHORT_JOB_SECRET", plan_.secret.to_hex());
   set("COHORT_STORE_EXTERNAL", 1);
   set("COHORT_RESTART_COUNT", restart_);
+  set("COHORT_FLIGHT_DIR", flight_dir_);
   if (options_.num_servers > 0) set("COHORT_NUM_SERVERS", options_.num_servers);
   return env;
 }
@@ -245,9 +288,12 @@ void Attempt::watch() {
 }
 
 // SIGTERM (or the signal the launcher got) to every group, SIGKILL after the grace period.
+// SIGCONT follows: a stopped worker (SIGSTOP, a debugger detached badly) would otherwise hold
+// the SIGTERM pending and only the SIGKILL, a whole grace later, would end it.
 void Attempt::stop(int sig) {
   stopping_ = true;
   signal_all(sig);
+  signal_all(SIGCONT);
   wait_exits(Clock::now() + options_.stop_grace, Patience::kUntilEscalated);
   if (any_running()) {
     signal_all(SIGKILL);

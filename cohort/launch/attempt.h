@@ -32,6 +32,9 @@ struct AttemptOutcome {
   std::string tail;         // last lines of the failed rank, indented
   std::string unreaped;     // workers that outlived SIGKILL + deadline (should be empty)
   int server_restarts = 0;  // processes of a parameter-server job restarted alone (below)
+  // After a failure: the flight recorder's verdict over this node's workers
+  // (flight_verdict.h), empty when none of them wrote a record.
+  std::string flight_report;
 };
 
 class Attempt {
@@ -75,6 +78,11 @@ class Attempt {
   bool any_running() const;
   bool any_fd_open() const;
   void signal_all(int sig);
+  // COHORT_FLIGHT_DIR of this attempt: <$COHORT_FLIGHT_DIR>/attempt-<k> when the launcher's
+  // environment sets it (kept), else a fresh temporary directory (removed unless it holds a
+  // record the verdict used).
+  void make_flight_dir();
+  void read_flight_records();
 
   const LaunchOptions& options_;
   const JobPlan& plan_;
@@ -88,6 +96,8 @@ class Attempt {
   AttemptOutcome outcome_;
   bool stopping_ = false;
   bool escalate_ = false;  // a second SIGINT/SIGTERM to the launcher: SIGKILL now
+  std::string flight_dir_;
+  bool flight_dir_temporary_ = false;
 };
 
 }  // namespace cohort::launch::detail

@@ -117,6 +117,18 @@ std::string failure_summary(const std::string& who, int status) {
                              : str(who, " exited with ", detail::describe_status(status));
 }
 
+// The flight recorder's verdict after a failed attempt, each line tagged as the launcher's.
+void print_flight_report(const std::string& report) {
+  size_t from = 0;
+  while (from < report.size()) {
+    size_t end = report.find('\n', from);
+    if (end == std::string::npos) end = report.size();
+    std::fprintf(stderr, "cohort run: %s\n", report.substr(from, end - from).c_str());
+    from = end + 1;
+  }
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 LaunchResult run(const LaunchOptions& options) {
@@ -148,6 +160,7 @@ LaunchResult run(const LaunchOptions& options) {
             .run();
     used += out.server_restarts;
     result.restarts = used;
+    print_flight_report(out.flight_report);
     const std::string unreaped =
         out.unreaped.empty() ? "" : str("; still running after SIGKILL: ", out.unreaped);
     if (out.signal != 0) {

@@ -14,7 +14,9 @@
 //        (= nnodes * nproc_per_node), COHORT_LOCAL_RANK, COHORT_LOCAL_WORLD_SIZE,
 //        COHORT_NODE_RANK, COHORT_MASTER_ADDR, COHORT_MASTER_PORT, COHORT_JOB_SECRET (hex),
 //        COHORT_STORE_EXTERNAL=1 (connect with rendezvous::StoreHost::kExternal) and
-//        COHORT_RESTART_COUNT (0 on the first attempt, then 1, 2, ...); and torchrun's
+//        COHORT_RESTART_COUNT (0 on the first attempt, then 1, 2, ...), COHORT_FLIGHT_DIR (where
+//        ranks write their flight recorder when a collective fails: a directory per attempt,
+//        docs/monitoring.md); and torchrun's
 //        RANK, WORLD_SIZE, LOCAL_RANK, ..., MASTER_ADDR and a MASTER_PORT of its own
 //        (torch_env.h: node 0 picks it; other nodes read it from the store first).
 //      COHORT_JOB_SECRET_FILE is removed (bootstrap refuses both at once). stdin is /dev/null:
@@ -23,7 +25,9 @@
 //      prefix unless tag_output is false) and reaps exits with waitpid(WNOHANG) on the
 //      workers' own pids only (other children of the process are left alone).
 //   4. Stop: the first worker to exit non-zero or by a signal is the failed rank. Every other
-//      worker's process group gets SIGTERM, then SIGKILL after stop_grace; all are reaped.
+//      worker's process group gets SIGTERM and SIGCONT (a stopped worker runs to take it),
+//      then SIGKILL after stop_grace; all are reaped. If workers wrote flight records, the
+//      launcher prints their verdict (flight_verdict.h): which rank is behind, at which call.
 //      SIGINT/SIGTERM received by the launcher are forwarded the same way (a second one
 //      escalates to SIGKILL at once) and the result is 128 + signal.
 //   5. Restart: with restarts left (single node only), print why and go back to 1. A failed

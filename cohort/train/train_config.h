@@ -14,6 +14,9 @@ const ConfigRegistry& train_registry();
 
 // Adds the comm/ddp/ckpt/fault keys (train_registry_dist.cc).
 void add_distributed_keys(ConfigRegistry& r);
+// Adds the fault-injection (fault.*), straggler (metrics.straggler_*) and flight recorder keys
+// (train_registry_health.cc).
+void add_health_keys(ConfigRegistry& r);
 
 // docs/config.md: a header plus the registry's tables (`cohort config docs` prints it).
 std::string config_reference_markdown();

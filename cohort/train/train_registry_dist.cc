@@ -1,5 +1,6 @@
 // Declarations of the distributed-training keys of `cohort train` (parallel and the sections
-// of the registered strategies, comm, ckpt, fault):
+// of the registered strategies, comm, ckpt; fault and straggler keys are in
+// train_registry_health.cc):
 // part of the registry behind docs/config.md.
 #include <mutex>
 
@@ -74,40 +75,6 @@ void add_ckpt_keys(ConfigRegistry& r) {
          "(`--max-restarts`) always resumes automatically."});
 }
 
-void add_fault_keys(ConfigRegistry& r) {
-  r.add({"fault.slow_rank",
-         T::kInt,
-         int64_t(-1),
-         "Fault injection (stragglers): the rank whose steps take fault.slow_factor times as "
-         "long: after each step it sleeps (factor - 1) times the step's time (batch, forward, "
-         "backward, optimizer, communication). -1: none.",
-         "",
-         {},
-         -1.0});
-  r.add({"fault.slow_factor",
-         T::kFloat,
-         1.0,
-         "Fault injection: how many times slower fault.slow_rank computes (>= 1).",
-         "",
-         {},
-         1.0});
-  r.add({"fault.kill_rank",
-         T::kInt,
-         int64_t(-1),
-         "Fault injection (tests): the rank that kills itself with SIGKILL; -1: none.",
-         "",
-         {},
-         -1.0});
-  r.add({"fault.kill_at_step",
-         T::kInt,
-         int64_t(0),
-         "Fault injection: fault.kill_rank dies right after this step, on the first attempt "
-         "only (a restarted job runs on).",
-         "",
-         {},
-         0.0});
-}
-
 // parallel.strategy, then each registered strategy's own section ([ddp], ...).
 void add_strategy_keys(ConfigRegistry& r) {
   // ps/ sits beside parallel/, above it: its strategy is registered here, once.
@@ -129,7 +96,7 @@ void add_distributed_keys(ConfigRegistry& r) {
   add_strategy_keys(r);
   add_comm_run_keys(r);
   add_ckpt_keys(r);
-  add_fault_keys(r);
+  add_health_keys(r);  // train_registry_health.cc
 }
 
 }  // namespace cohort::train

@@ -81,6 +81,8 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
       cfg.get_string("parallel.strategy"),
       {*s_->model, *s_->opt, s_->world->group, cfg, store, &env, s_->total_steps, s_->world->rank,
        s_->world->size, s_->world->worker_restarts});
+  // Parameter-server workers have no group (they must not wait for each other): no watch.
+  s_->stragglers = StragglerWatch(straggler_options(cfg), s_->world->group);
 }
 
 Trainer::~Trainer() {

@@ -2,6 +2,7 @@
 #include <csignal>
 #include <cstdio>
 #include <thread>
+#include <tuple>
 
 #include "cohort/data/loader.h"
 #include "cohort/data/text.h"
@@ -86,18 +87,23 @@ void log_step(Trainer::State& s, double loss, int64_t epoch, double sps) {
       {"samples_per_s", sps},  {"samples", s.samples}, {"time_s", seconds_since(s.start)}};
   j.update(s.metrics.take_interval());
   j.update(s.strategy->take_interval_metrics());
+  if (nlohmann::json f = s.stragglers.take_record(); !f.is_null()) j["straggler"] = f;
   s.log.write(j);
 }
 
-// fault.kill_rank / fault.kill_at_step: the test seam for "a worker dies mid-epoch".
+// fault.kill_rank / kill_at_step: the test seam for "a worker dies mid-epoch"; fault.stop_rank
+// / stop_at_step: for "a worker hangs" (SIGSTOP: alive, silent, holding its connections).
 void maybe_kill_self(const Trainer::State& s) {
-  if (s.world->rank != s.cfg.get_int("fault.kill_rank")) return;
-  if (s.step != s.cfg.get_int("fault.kill_at_step")) return;
   if (s.world->restart_count > 0 || s.world->worker_restarts > 0) return;  // first start only
-  std::fprintf(stderr, "fault injection: rank %d kills itself after step %ld\n", s.world->rank,
-               long(s.step));
-  std::fflush(nullptr);
-  std::raise(SIGKILL);
+  for (auto [who, when, sig, what] :
+       {std::tuple{"fault.kill_rank", "fault.kill_at_step", SIGKILL, "kills itself"},
+        std::tuple{"fault.stop_rank", "fault.stop_at_step", SIGSTOP, "stops itself (SIGSTOP)"}}) {
+    if (s.world->rank != s.cfg.get_int(who) || s.step != s.cfg.get_int(when)) continue;
+    std::fprintf(stderr, "fault injection: rank %d %s after step %ld\n", s.world->rank, what,
+                 long(s.step));
+    std::fflush(nullptr);
+    std::raise(sig);
+  }
 }
 
 }  // namespace
@@ -121,6 +127,9 @@ bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, i
   s.metrics.add(t);
   s.train_seconds += t.total_s();
   ++s.step;
+  // Collective every metrics.straggler_every steps; rank 0 prints who is named.
+  auto named = s.stragglers.after_step(s.step, t.total_s() - t.exposed_s);
+  if (named && s.world->is_chief()) p.line(*named);
   s.samples += t.samples;
   double sps = double(s.samples) / std::max(s.train_seconds, 1e-9);
   s.loss_ema = s.step == 1 ? loss : 0.95 * s.loss_ema + 0.05 * loss;

@@ -19,6 +19,24 @@ void calibrate(const Config& cfg, comm::Communicator& c, const rendezvous::EnvMa
   comm::calibrate_cost_model(c, o);
 }
 
+// The transport's fault seams from the fault.* keys (train_registry_health.cc). Every rank
+// gets the same values: FaultInjection itself checks which rank stalls or drops; the delay
+// applies to fault.delay_rank alone (or everyone).
+comm::transport::FaultInjection fault_injection(const Config& cfg, int rank) {
+  using Millis = comm::transport::Millis;
+  auto ms = [](double v) { return Millis(int64_t(v)); };
+  comm::transport::FaultInjection f;
+  const int64_t delay_rank = cfg.get_int("fault.delay_rank");
+  if (delay_rank < 0 || delay_rank == rank) f.delay = ms(cfg.get_float("fault.delay_ms"));
+  f.stall_rank = int(cfg.get_int("fault.stall_rank"));
+  f.stall_before_tag = uint64_t(cfg.get_int("fault.stall_at_seq"));
+  f.stall_for = ms(cfg.get_float("fault.stall_s") * 1000.0);
+  f.drop_rank = int(cfg.get_int("fault.drop_rank"));
+  f.drop_peer = int(cfg.get_int("fault.drop_peer"));
+  f.drop_after = uint64_t(cfg.get_int("fault.drop_after"));
+  return f;
+}
+
 }  // namespace
 
 std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvMap& env) {
@@ -31,6 +49,8 @@ std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvM
   o.bind_address = cfg.get_string("comm.bind_address");
   o.advertise_address = cfg.get_string("comm.advertise_address");
   o.store_only = cfg.get_string("parallel.strategy") == "ps";  // workers talk to servers only
+  o.faults = fault_injection(cfg, int(rendezvous::int_from_env(env, "COHORT_RANK", 0)));
+  o.flight_recorder_size = size_t(cfg.get_int("comm.flight_recorder_size"));
   bool mpi = o.backend == "mpi";
   // Native without launcher variables: a job of one, nothing to join.
   if (!mpi && !rendezvous::has_launcher_environment(env)) return w;

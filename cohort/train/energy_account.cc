@@ -110,16 +110,14 @@ std::string energy_summary_line(const Trainer::State& s) {
   const char* how = std::string(e.source()) == "rapl" ? "measured: RAPL package counters"
                                                       : "estimate: CPU power model";
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "energy: %.0f J (%s), %.3g J/sample, %.0f%% waiting on "
-                "communication",
-                e.job_j, how, j["energy_per_sample_j"].get<double>(),
-                100 * j["energy_comm_share"].get<double>());
-  std::string line = buf;
+  int n = std::snprintf(buf, sizeof buf,
+                        "energy: %.4g J (%s), %.3g J/sample, %.0f%% waiting on communication",
+                        e.job_j, how, j["energy_per_sample_j"].get<double>(),
+                        100 * j["energy_comm_share"].get<double>());
   if (e.to_target_j >= 0)
-    line += detail::str(", ", int64_t(e.to_target_j + 0.5), " J to accuracy ",
-                        s.cfg.get_float("metrics.target_accuracy"));
-  return line;
+    std::snprintf(buf + n, sizeof buf - size_t(n), ", %.4g J to accuracy %g", e.to_target_j,
+                  s.cfg.get_float("metrics.target_accuracy"));
+  return buf;
 }
 
 }  // namespace cohort::train

@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <functional>
 
 #include "cohort/core/error.h"
 #include "cohort/metrics/energy.h"
 #include "cohort/train/train_config.h"
+#include "tests/support/errors.h"
 #include "tests/support/files.h"
 
 namespace cohort::metrics {
@@ -16,6 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 using cohort::testing::TempDir;
 using cohort::testing::write_bytes;
+using Error = InvalidArgument;
+using cohort::testing::error_of;
 
 // One powercap domain: <root>/<name>/{energy_uj,max_energy_range_uj}.
 void domain(const fs::path& root, const std::string& name, unsigned long long uj,
@@ -23,15 +25,6 @@ void domain(const fs::path& root, const std::string& name, unsigned long long uj
   fs::create_directories(root / name);
   write_bytes(root / name / "energy_uj", std::to_string(uj) + "\n");
   write_bytes(root / name / "max_energy_range_uj", std::to_string(range) + "\n");
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "no InvalidArgument thrown";
 }
 
 TEST(Rapl, SumsPackagesSkipsSubDomainsAndHandlesWrapAround) {
@@ -103,7 +96,7 @@ TEST(EnergyConfig, ChoosesTheSourceAndNamesTheKeyOnErrors) {
   o.source = "off";
   EXPECT_EQ(make_energy_reader(o), nullptr);
   o.source = "rapl";
-  std::string msg = error_of([&] { make_energy_reader(o); });
+  std::string msg = error_of<Error>([&] { make_energy_reader(o); });
   EXPECT_NE(msg.find("energy.source"), std::string::npos) << msg;
   EXPECT_NE(msg.find(dir.path()), std::string::npos) << msg;
   domain(dir.path(), "intel-rapl:0", 1);
@@ -111,13 +104,14 @@ TEST(EnergyConfig, ChoosesTheSourceAndNamesTheKeyOnErrors) {
   o.source = "auto";
   EXPECT_STREQ(make_energy_reader(o)->source(), "rapl");
   o.source = "solar";
-  EXPECT_NE(error_of([&] { make_energy_reader(o); }).find("energy.source"), std::string::npos);
+  EXPECT_NE(error_of<Error>([&] { make_energy_reader(o); }).find("energy.source"),
+            std::string::npos);
 }
 
 TEST(EnergyConfig, RegistryRejectsNegativeWattsAndUnknownSources) {
   for (const char* bad : {"energy.active_watts_per_core=-1", "energy.idle_watts_per_core=-0.5",
                           "energy.source=solar", "metrics.target_accuracy=1.5"}) {
-    std::string msg = error_of([&] { train::load_config("", {bad}); });
+    std::string msg = error_of<Error>([&] { train::load_config("", {bad}); });
     std::string key = std::string(bad).substr(0, std::string(bad).find('='));
     EXPECT_NE(msg.find(key), std::string::npos) << bad << ": " << msg;
   }

@@ -48,7 +48,7 @@ struct Trainer::State {
   std::unique_ptr<ckpt::CheckpointManager> ckpt;  // rank 0 writes; every rank may read
   StepMetrics metrics;
   StragglerWatch stragglers;  // metrics.straggler_*; off without a group
-  EnergyAccount energy;  // energy.*: this rank's joules per step (energy_account.h)
+  EnergyAccount energy;       // energy.*: this rank's joules per step (energy_account.h)
   std::string run_dir;
   int64_t batch = 0;
   int64_t total_steps = 0;

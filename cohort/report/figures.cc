@@ -148,11 +148,14 @@ const json* first_at_target(const RunData& run, double target) {
 }
 
 // Energy, shown only where the records carry it (the summary's energy_* fields, the
-// evaluations' energy_j); never estimated here.
+// evaluations' energy_j); never estimated here. The whole job's (job_energy_j, every rank)
+// where the summary has it, else rank 0's own.
 json energy(const RunData& run, double target) {
   const json& s = run.chief().summary;
-  json e = {{"recorded", number_or_null(s, "energy_j").is_number()},
-            {"energy_j", number_or_null(s, "energy_j")},
+  json total = number_or_null(s, "job_energy_j");
+  if (total.is_null()) total = number_or_null(s, "energy_j");
+  json e = {{"recorded", total.is_number()},
+            {"energy_j", total},
             {"energy_per_sample_j", number_or_null(s, "energy_per_sample_j")},
             {"comm_share", number_or_null(s, "energy_comm_share")},
             {"source", nullptr},

@@ -21,7 +21,8 @@
 //     servers[]   {server, updates_per_s, pushes, dropped_pushes, staleness_mean,
 //                  staleness_max, bytes_in, bytes_out}  each parameter server's summary
 //     energy      {recorded, energy_j, energy_per_sample_j, comm_share, source, estimate,
-//                  to_target_j, to_target_note}
+//                  to_target_j, to_target_note}  energy_j: the job's (summary job_energy_j),
+//                  else rank 0's (energy_j)
 //     summary     {workers, strategy, steps, final_accuracy, final_loss, wall_seconds,
 //                  train_seconds, samples_per_s, time_to_target_s, running}
 //   scaling           {rows[] {run, workers, samples_per_s, baseline, efficiency, note}}

@@ -17,6 +17,8 @@ void add_distributed_keys(ConfigRegistry& r);
 // Adds the fault-injection (fault.*), straggler (metrics.straggler_*) and flight recorder keys
 // (train_registry_health.cc).
 void add_health_keys(ConfigRegistry& r);
+// Adds the energy and metrics keys (train_registry_metrics.cc).
+void add_metrics_keys(ConfigRegistry& r);
 
 // docs/config.md: a header plus the registry's tables (`cohort config docs` prints it).
 std::string config_reference_markdown();

@@ -226,6 +226,7 @@ ConfigRegistry build() {
   add_optim_keys(r);
   add_train_keys(r);
   add_distributed_keys(r);  // train_registry_dist.cc
+  add_metrics_keys(r);      // train_registry_metrics.cc
   return r;
 }
 

@@ -56,6 +56,7 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   // the JSONL file (start_run), so that a stalled launcher never delays the file.
   s_->stream = metrics::stream_sink_from_env(env, s_->world->rank);
   set_num_threads(int(cfg.get_int("run.threads")));
+  s_->energy = make_energy_account(cfg, *s_->world);  // the model counts the threads
   s_->batch = cfg.get_int("data.batch_size");
   s_->data = make_data(cfg);
   COHORT_CHECK_ARG(s_->data.is_text || s_->data.train->size() >= s_->batch,

@@ -70,6 +70,7 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
 }
 
 void log_eval(Trainer::State& s, Progress& p, const EvalResult& r, int64_t epoch) {
+  double energy_j = energy_at_eval(s, r);  // collective: every rank
   if (!s.world->is_chief()) return;
   std::string acc = r.accuracy >= 0 ? detail::str(", accuracy ", r.accuracy * 100, "%") : "";
   p.line(detail::str("eval (", s.data.eval_name, ") after step ", s.step, ": loss ", r.loss, acc));
@@ -82,6 +83,7 @@ void log_eval(Trainer::State& s, Progress& p, const EvalResult& r, int64_t epoch
                    {"time_s", seconds_since(s.start)},
                    {"train_s", s.train_seconds}};  // time_s less evaluations and start-up
   if (r.accuracy >= 0) j["accuracy"] = r.accuracy;
+  if (energy_j >= 0) j["energy_j"] = energy_j;  // the job's, cumulative
   s.log.write(j);
 }
 
@@ -91,6 +93,7 @@ void log_step(Trainer::State& s, double loss, int64_t epoch, double sps) {
       {"rank", s.world->rank}, {"loss", loss},         {"lr", s.opt->lr()},
       {"samples_per_s", sps},  {"samples", s.samples}, {"time_s", seconds_since(s.start)}};
   j.update(s.metrics.take_interval());
+  j.update(s.energy.take_interval());
   j.update(s.strategy->take_interval_metrics());
   if (nlohmann::json f = s.stragglers.take_record(); !f.is_null()) j["straggler"] = f;
   s.log.write(j);
@@ -129,6 +132,7 @@ bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, i
   StepTimes t;
   t.data_s = data_s;
   double loss = one_step(s, micro, t);
+  s.energy.end_step(t);
   s.metrics.add(t);
   s.train_seconds += t.total_s();
   ++s.step;

@@ -146,6 +146,7 @@ void Trainer::write_checkpoint() {
 
 void Trainer::save_checkpoint() {
   if (prepare_checkpoint()) write_checkpoint();
+  s_->energy.restart();  // checkpoints are not training steps
 }
 
 TrainSummary Trainer::run() {
@@ -163,7 +164,7 @@ TrainSummary Trainer::run() {
 TrainSummary Trainer::run_and_finish() {
   State& s = *s_;
   s.start = Clock::now();
-  s.log.write(nlohmann::json{
+  nlohmann::json start{
       {"event", "start"},
       {"model", s.cfg.get_string("model.type")},
       {"parameters", s.model->num_parameters()},
@@ -172,17 +173,21 @@ TrainSummary Trainer::run_and_finish() {
       {"rank", s.world->rank},
       {"workers", s.world->size},
       {"threads", num_threads()},
-      {"baseline_samples_per_s", s.world->is_chief() ? recorded_baseline(s) : -1.0}});
+      {"baseline_samples_per_s", s.world->is_chief() ? recorded_baseline(s) : -1.0}};
+  if (s.energy.on()) start["energy_source"] = s.energy.source();
+  s.log.write(start);
   if (s.world->is_chief()) print_start(s);
   std::string mode = s.world->is_chief() ? s.cfg.get_string("run.progress") : "none";
   Progress p(progress_mode(mode), s.total_steps, s.cfg.get_int("run.log_every"));
   p.set_time_limit(s.cfg.get_float("train.time_limit_s"));
+  s.energy.restart();  // start-up is not training
   if (s.data.is_text) {
     run_text(p);
   } else {
     run_epochs(p);
   }
   p.finish();
+  finish_energy(s);                // collective, while every rank still runs collectives
   if (s.last_eval.samples == 0) {  // resumed with no step left: still report a real evaluation
     s.strategy->finish_training();
     s.last_eval = evaluate();

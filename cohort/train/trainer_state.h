@@ -11,6 +11,7 @@
 #include "cohort/optim/schedule.h"
 #include "cohort/parallel/strategy.h"
 #include "cohort/train/components.h"
+#include "cohort/train/energy_account.h"
 #include "cohort/train/step_metrics.h"
 #include "cohort/train/straggler.h"
 #include "cohort/train/trainer.h"
@@ -53,6 +54,7 @@ struct Trainer::State {
   std::unique_ptr<ckpt::CheckpointManager> ckpt;  // rank 0 writes; every rank may read
   StepMetrics metrics;
   StragglerWatch stragglers;  // metrics.straggler_*; off without a group
+  EnergyAccount energy;       // energy.*: this rank's joules per step (energy_account.h)
   std::string run_dir;
   int64_t batch = 0;
   int64_t total_steps = 0;

@@ -11,6 +11,7 @@
 
 #include "cohort/comm/types.h"
 #include "cohort/core/error.h"
+#include "tests/support/errors.h"
 
 namespace cohort::comm::testing {
 
@@ -39,21 +40,7 @@ inline void run_ranks(int size, const std::function<void(int)>& fn) {
   }
 }
 
-// Calls fn and returns the message of the exception of type E it throws ("" and a test failure
-// if it throws nothing or something else).
-template <typename E, typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
+using cohort::testing::error_of;  // tests/support/errors.h
 
 inline std::chrono::steady_clock::time_point in_ms(int ms) {
   return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);

@@ -78,7 +78,7 @@ void expect_run_matches(const json& fig, const fs::path& dir, int workers) {
   EXPECT_EQ(fig["workers"], workers);
   // Energy: shown exactly where the summary carries it, "not recorded" (null) where not.
   EXPECT_EQ(fig["energy"]["recorded"], sum.contains("energy_j"));
-  EXPECT_EQ(fig["energy"]["energy_j"], sum.value("energy_j", json(nullptr)));
+  EXPECT_EQ(fig["energy"]["energy_j"], sum.value("job_energy_j", json(nullptr)));  // all ranks
   EXPECT_EQ(fig["energy"]["energy_per_sample_j"], sum.value("energy_per_sample_j", json(nullptr)));
 }
 

@@ -164,7 +164,7 @@ void Communicator::execute(Op& op) {
   flight_.start(op.flight_id);
   try {
     op.body(ex);
-    flight_.complete(op.flight_id);
+    flight_.complete(op.flight_id, op.p2p ? -1 : int64_t(op.seq));
   } catch (...) {
     // Arguments were checked before the body ran, so anything thrown here left messages half
     // way: abort, which also withdraws every posted op from the user's buffers.

@@ -57,13 +57,13 @@ void FlightRecorder::start(uint64_t id) {
   }
 }
 
-void FlightRecorder::complete(uint64_t id) {
+void FlightRecorder::complete(uint64_t id, int64_t collective_seq) {
   std::lock_guard<std::mutex> lock(mu_);
+  last_completed_seq_ = std::max(last_completed_seq_, collective_seq);
   FlightEntry* e = find(id);
   if (!e) return;
   e->state = FlightState::kCompleted;
   e->finished_us = flight_now_us();
-  if (!e->p2p) last_completed_seq_ = std::max(last_completed_seq_, int64_t(e->seq));
 }
 
 void FlightRecorder::fail(uint64_t id, const std::string& error) {

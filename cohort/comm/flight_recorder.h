@@ -51,13 +51,16 @@ struct FlightEntry {
 
 class FlightRecorder {
  public:
-  // capacity 0: records nothing (and dumps an empty ring, with last_completed_seq -1).
+  // capacity 0: keeps no entries (dumps an empty ring), only the sequence numbers.
   explicit FlightRecorder(size_t capacity) : capacity_(capacity) {}
 
   // Records a new operation; returns its id for the calls below.
   uint64_t issue(FlightEntry e);
   void start(uint64_t id);
-  void complete(uint64_t id);
+  // `collective_seq`: the op's sequence number if it is a collective, -1 for point-to-point;
+  // counted even when the op's slot was already reused (more than `capacity` ops issued after
+  // it, e.g. many DDP buckets in flight), so that last_completed_seq stays right.
+  void complete(uint64_t id, int64_t collective_seq);
   void fail(uint64_t id, const std::string& error);
 
   // The ring, oldest first.

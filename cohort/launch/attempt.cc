@@ -111,6 +111,10 @@ void Attempt::make_flight_dir() {
     fs::create_directories(flight_dir_, ec);
     COHORT_CHECK_IO(!ec, "cohort run: cannot create the flight recorder directory ", flight_dir_,
                     " (from COHORT_FLIGHT_DIR): ", ec.message());
+    // Records of an earlier launch into the same directory (a rerun of the same run name)
+    // would be read as this attempt's: a rank that writes none must not seem to have written.
+    for (const auto& f : fs::directory_iterator(flight_dir_, ec))
+      if (f.path().filename().string().rfind("rank", 0) == 0) fs::remove(f.path(), ec);
     return;
   }
   auto tmp = plan_.base_env.find("TMPDIR");

@@ -86,6 +86,9 @@ std::string rank_file(const Trainer::State& s, int rank) {
 
 void start_trace(Trainer::State& s) {
   if (!s.cfg.get_bool("run.trace")) return;
+  // A file left by an earlier run of this name must not be merged as this run's.
+  std::error_code ec;
+  std::filesystem::remove(rank_file(s, s.world->rank), ec);
   s.tracer = std::make_unique<metrics::Tracer>(metrics::TracerOptions{
       .rank = s.world->rank, .max_events = size_t(s.cfg.get_int("run.trace_max_events"))});
   // Without a group (parameter-server workers) the offset stays 0 with unknown uncertainty;

@@ -29,9 +29,9 @@ TEST(FlightRecorder, KeepsTheLastNCallsOldestFirstWithTheirStates) {
   for (uint64_t s = 0; s < 5; ++s) {
     uint64_t id = f.issue(collective(s));
     f.start(id);
-    if (s < 4) f.complete(id);
+    if (s < 4) f.complete(id, int64_t(s));
   }
-  f.complete(0);  // overwritten long ago: ignored
+  f.complete(0, 0);  // overwritten long ago: its entry is gone, the sequence stays at 3
   auto entries = f.entries();
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(entries[0].seq, 2u);
@@ -52,7 +52,7 @@ TEST(FlightRecorder, KeepsTheLastNCallsOldestFirstWithTheirStates) {
 
 TEST(FlightRecorder, PointToPointCallsDoNotMoveTheCollectiveSequence) {
   FlightRecorder f(4);
-  f.complete(f.issue(collective(0)));
+  f.complete(f.issue(collective(0)), 0);
   FlightEntry p;
   p.p2p = true;
   p.seq = 7;
@@ -67,12 +67,24 @@ TEST(FlightRecorder, PointToPointCallsDoNotMoveTheCollectiveSequence) {
   EXPECT_EQ(j["entries"][1]["error"], "peer gone");
 }
 
-TEST(FlightRecorder, ZeroCapacityRecordsNothing) {
+TEST(FlightRecorder, ZeroCapacityRecordsNothingButTheSequences) {
   FlightRecorder f(0);
-  f.complete(f.issue(collective(0)));
+  f.complete(f.issue(collective(0)), 0);
   EXPECT_TRUE(f.entries().empty());
   EXPECT_EQ(f.dump_json(0, 1, "")["last_issued_seq"], 0);
-  EXPECT_EQ(f.dump_json(0, 1, "")["last_completed_seq"], -1);  // completions are not kept
+  EXPECT_EQ(f.dump_json(0, 1, "")["last_completed_seq"], 0);  // the verdict still works
+}
+
+// More ops in flight than the ring holds (many DDP buckets): the oldest completes after its
+// slot was reused, and still counts, or the fastest rank would look behind.
+TEST(FlightRecorder, AnOpCompletedAfterItsSlotWasReusedStillCounts) {
+  FlightRecorder f(2);
+  std::vector<uint64_t> ids;
+  for (uint64_t s = 0; s < 4; ++s) ids.push_back(f.issue(collective(s)));
+  f.complete(ids[0], 0);
+  f.complete(ids[1], 1);
+  EXPECT_EQ(f.dump_json(0, 2, "")["last_completed_seq"], 1);
+  EXPECT_EQ(f.entries()[0].state, FlightState::kIssued);  // seq 2: not completed yet
 }
 
 // Rank 1 never calls the second allreduce (a hung rank): rank 0 times out, writes its ring to

@@ -67,10 +67,10 @@ std::optional<std::string> StragglerWatch::after_step(int64_t step, double compu
   std::vector<double> all(size_t(group_->size()));
   group_->allgather({.input = &mine, .output = all.data(), .count = 1, .dtype = comm::DType::f64});
   std::optional<StragglerFinding> f = detector_.judge(all);
-  if (!f) {
-    last_named_ = -1;
-    return std::nullopt;
-  }
+  quiet_intervals_ = detector_.slow_now(last_named_) ? 0 : quiet_intervals_ + 1;
+  if (quiet_intervals_ >= detector_.options().patience) last_named_ = -1;
+  if (!f) return std::nullopt;
+  quiet_intervals_ = 0;
   Named& n = named_[size_t(f->rank)];
   if (n.intervals++ == 0) n.first_step = step;
   n.max_factor = std::max(n.max_factor, f->factor);

@@ -48,6 +48,10 @@ class StragglerDetector {
   // Returns the rank slow for at least `patience` intervals in a row (the slowest if several).
   std::optional<StragglerFinding> judge(const std::vector<double>& step_s);
   const StragglerOptions& options() const { return options_; }
+  // Whether `rank` was slow in the last interval judged (named or not yet).
+  bool slow_now(int rank) const {
+    return rank >= 0 && size_t(rank) < streak_.size() && streak_[size_t(rank)] > 0;
+  }
 
  private:
   StragglerOptions options_;
@@ -65,8 +69,9 @@ class StragglerWatch {
   StragglerWatch(StragglerOptions options, std::shared_ptr<comm::ProcessGroup> group);
 
   // After every step, on every rank of the group, with the step's compute time (collective
-  // once every `every` steps). Returns the log line when a rank is newly named (the same on
-  // every rank; the chief prints it).
+  // once every `every` steps). Returns the log line when a rank is newly named: another rank,
+  // or the same after `patience` intervals without a straggler (the same on every rank; the
+  // chief prints it).
   std::optional<std::string> after_step(int64_t step, double compute_s);
   // {"rank": R, "factor": F} once after each interval a rank is named in (for the next step
   // record); null otherwise.
@@ -81,6 +86,9 @@ class StragglerWatch {
   std::vector<double> interval_s_;  // this rank's compute times since the last exchange
   nlohmann::json pending_;
   int last_named_ = -1;
+  // Intervals in a row in which the last named rank was not slow. It is named anew (another
+  // log line) only after `patience` of them, so a rank hovering at the factor logs once.
+  int64_t quiet_intervals_ = 0;
   struct Named {
     int64_t intervals = 0, first_step = 0;
     double max_factor = 0;

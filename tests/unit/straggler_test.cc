@@ -89,5 +89,29 @@ TEST(StragglerWatch, ExchangesOverAGroupAndNamesTheSlowRank) {
   }
 }
 
+// A rank hovering at the factor is named once, not at every crossing: it is named anew only
+// after `patience` intervals without a straggler.
+TEST(StragglerWatch, NamesAHoveringRankOnceAndAgainOnlyAfterAQuietSpell) {
+  auto store = std::make_shared<rendezvous::HashStore>();
+  std::vector<std::vector<int64_t>> named_at(2);
+  // Rank 1's compute per interval of 5 steps (rank 0: 10 ms): slow, slow (named at 10), just
+  // under, slow, slow (still the same straggler: no line), fast, fast (a quiet spell), slow,
+  // slow (named anew at 45).
+  const std::vector<double> rank1 = {20, 20, 14, 20, 20, 10, 10, 20, 20};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto group = comm::make_process_group(comm::Communicator::create(store, r, 2));
+      StragglerWatch w({.every = 5, .factor = 1.5, .patience = 2}, group);
+      for (int64_t step = 1; step <= int64_t(5 * rank1.size()); ++step) {
+        const double ms = r == 1 ? rank1[size_t((step - 1) / 5)] : 10;
+        if (w.after_step(step, 1e-3 * ms)) named_at[size_t(r)].push_back(step);
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(named_at[size_t(r)], (std::vector<int64_t>{10, 45})) << r;
+}
+
 }  // namespace
 }  // namespace cohort::train

@@ -362,6 +362,10 @@ void ShmPair::check_peer(OpState& op) {
   next_liveness_check_ = now + kLivenessInterval;
   int pid = ctl_->pid[peer_side].load(std::memory_order_acquire);
   if (pid > 0 && !process_alive(pid)) {
+    // A peer that wrote its last message and exited between our poll and this check is
+    // not a failure: what it wrote before exiting is still ours to read.
+    if (advance(/*check_peer=*/false)) return;
+    if (ctl_->closed[peer_side].load(std::memory_order_acquire)) return;  // next poll says why
     break_pair(std::make_exception_ptr(IoError(
         detail::str("shm transport: rank ", peer(), " (pid ", pid, ") died during ", op.describe(),
                     " (", op.done_bytes, " of ", op.bytes, " bytes transferred)"))));

@@ -20,15 +20,19 @@ Trans flip(Trans t) {
 }
 
 // The last two dims of a 2-D or 3-D tensor as gemm operands: matrix b sits at
-// ref.data + b * batch_stride. `holder` keeps the data alive: the input (detached) when it can
+// holder.data + b * batch_stride. `holder` keeps the data alive: the input (detached) when it can
 // be used in place, else a contiguous copy.
 struct Operand {
   Tensor holder;
   int64_t rows = 0, cols = 0, batch_stride = 0;
   MatRef ref;
-  MatRef at(int64_t b) const { return {ref.data + b * batch_stride, ref.ld, ref.trans}; }
+  // The address comes from `holder` on every use, not from the time the operand was made: a
+  // storage may move between forward and backward (ZeRO-3 frees a module's parameters after
+  // its forward and gathers them into a fresh block before its backward).
+  MatRef at(int64_t b) const { return {base() + b * batch_stride, ref.ld, ref.trans}; }
   // The transpose of matrix b, for backward (dA = g B^T, dB = A^T g).
-  MatRef at_t(int64_t b) const { return {ref.data + b * batch_stride, ref.ld, flip(ref.trans)}; }
+  MatRef at_t(int64_t b) const { return {base() + b * batch_stride, ref.ld, flip(ref.trans)}; }
+  const float* base() const { return holder.data<float>(); }
 };
 
 Operand make_operand(const Tensor& t) {
@@ -37,13 +41,13 @@ Operand make_operand(const Tensor& t) {
   const int64_t sr = t.strides()[nd - 2], sc = t.strides()[nd - 1];
   Operand op{t.detach(), r, c, nd == 3 ? t.strides()[0] : 0, {}};
   if ((c == 1 || sc == 1) && (r == 1 || sr >= c)) {  // rows contiguous: as stored
-    op.ref = {t.data<float>(), r == 1 ? std::max<int64_t>(c, 1) : sr, Trans::kNo};
+    op.ref = {nullptr, r == 1 ? std::max<int64_t>(c, 1) : sr, Trans::kNo};
   } else if ((r == 1 || sr == 1) && (c == 1 || sc >= r)) {  // columns contiguous: a transpose
-    op.ref = {t.data<float>(), c == 1 ? std::max<int64_t>(r, 1) : sc, Trans::kYes};
+    op.ref = {nullptr, c == 1 ? std::max<int64_t>(r, 1) : sc, Trans::kYes};
   } else {
     op.holder = t.clone_raw();
     op.batch_stride = nd == 3 ? r * c : 0;
-    op.ref = {op.holder.data<float>(), std::max<int64_t>(c, 1), Trans::kNo};
+    op.ref = {nullptr, std::max<int64_t>(c, 1), Trans::kNo};
   }
   return op;
 }

@@ -84,4 +84,10 @@ void AdamW::step() {
   }
 }
 
+std::unique_ptr<Optimizer> AdamW::make_like(NamedParams params) const {
+  auto o = opt_;
+  o.lr = lr();
+  return std::make_unique<AdamW>(std::move(params), o);
+}
+
 }  // namespace cohort::optim

@@ -25,6 +25,7 @@ class AdamW : public Optimizer {
   AdamW(const std::vector<Tensor>& params, AdamWOptions opt = {});
   void step() override;
   std::string type_name() const override { return "AdamW"; }
+  std::unique_ptr<Optimizer> make_like(NamedParams params) const override;
   const AdamWOptions& options() const { return opt_; }
 
  private:

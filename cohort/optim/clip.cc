@@ -57,6 +57,16 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   return total;
 }
 
+void scale_tensors(const std::vector<Tensor>& tensors, double coef) {
+  autograd::NoGradGuard no_grad;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    COHORT_CHECK_ARG(t.dtype() == DType::f32 && t.is_contiguous(),
+                     "scale_tensors: tensors must be contiguous float32, got ", t.str());
+    scale(t.data<float>(), t.numel(), float(coef));
+  }
+}
+
 double clip_grad_norm(const NamedParams& params, double max_norm) {
   std::vector<Tensor> ts;
   ts.reserve(params.size());

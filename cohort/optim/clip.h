@@ -15,5 +15,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 double clip_grad_norm(const NamedParams& params, double max_norm);
 // The global L2 norm alone, without scaling.
 double grad_norm(const std::vector<Tensor>& params);
+// Multiplies every defined tensor (contiguous float32) by coef: the scaling step of clipping,
+// for callers that compute the norm themselves (ZeRO: over every rank's shard).
+void scale_tensors(const std::vector<Tensor>& tensors, double coef);
 
 }  // namespace cohort::optim

@@ -32,6 +32,12 @@ Optimizer::Optimizer(NamedParams params, double lr, std::vector<std::string> slo
   check_params();
 }
 
+std::unique_ptr<Optimizer> Optimizer::make_like(NamedParams) const {
+  throw InvalidArgument(detail::str("optimizer ", type_name(),
+                                    " cannot be sharded (ZeRO): it has no make_like(); SGD and "
+                                    "AdamW can"));
+}
+
 Optimizer::Optimizer(const std::vector<Tensor>& params, double lr,
                      std::vector<std::string> slot_names)
     : Optimizer(name_by_position(params), lr, std::move(slot_names)) {}

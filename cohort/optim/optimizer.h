@@ -12,6 +12,7 @@
 // Parameters given without names are named by position: "0", "1", ...
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,9 @@ class Optimizer {
 
   virtual void step() = 0;
   virtual std::string type_name() const = 0;
+  // A fresh optimizer of the same kind and hyperparameters (lr included) over `params`, with
+  // no state: ZeRO steps flat shards with it. The default is InvalidArgument naming the type.
+  virtual std::unique_ptr<Optimizer> make_like(NamedParams params) const;
   void zero_grad(ZeroGrad mode = ZeroGrad::kSetToNone);
 
   double lr() const { return lr_; }

@@ -112,4 +112,10 @@ void SGD::step() {
   }
 }
 
+std::unique_ptr<Optimizer> SGD::make_like(NamedParams params) const {
+  auto o = opt_;
+  o.lr = lr();
+  return std::make_unique<SGD>(std::move(params), o);
+}
+
 }  // namespace cohort::optim

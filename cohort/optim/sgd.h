@@ -25,6 +25,7 @@ class SGD : public Optimizer {
   SGD(const std::vector<Tensor>& params, SgdOptions opt);
   void step() override;
   std::string type_name() const override { return "SGD"; }
+  std::unique_ptr<Optimizer> make_like(NamedParams params) const override;
   const SgdOptions& options() const { return opt_; }
 
  protected:

@@ -33,9 +33,17 @@ void copy_wide(const Tensor& dst, const Tensor& src) {
   const S* s = static_cast<const S*>(src.raw_data());
   Tensor sv = src.is_contiguous()
                   ? src.as_strided(dst.shape(), contiguous_strides(dst.shape()), src.offset())
-                  : src.clone_raw().as_strided(dst.shape(), contiguous_strides(dst.shape()), 0);
-  for_each_offset<2>(dst.shape(), {&dst.strides(), &sv.strides()},
-                     [&](int64_t a, int64_t b) { d[a] = D(double(s[b])); });
+                  : src;
+  if (dst.shape() == sv.shape()) {
+    for_each_offset<2>(dst.shape(), {&dst.strides(), &sv.strides()},
+                       [&](int64_t a, int64_t b) { d[a] = D(double(s[b])); });
+    return;
+  }
+  // Different shapes, same numel, src not contiguous: through a contiguous copy of src (made
+  // by the same-shape path above; clone_raw would come back here and recurse forever).
+  Tensor c = empty(src.shape(), src.dtype());
+  copy_wide<S, S>(c, src);
+  copy_wide<D, S>(dst, c);
 }
 
 template <typename T>

@@ -52,6 +52,17 @@ Storage::~Storage() {
   if (!owner_) CpuAllocator::instance().deallocate(data_, rounded_);
 }
 
+void Storage::release() {
+  COHORT_CHECK_ARG(!owner_, "Storage::release: the memory is owned elsewhere");
+  CpuAllocator::instance().deallocate(data_, rounded_);
+  data_ = nullptr;
+}
+
+void Storage::reacquire() {
+  if (data_ != nullptr || nbytes_ == 0) return;
+  data_ = CpuAllocator::instance().allocate(nbytes_, &rounded_);
+}
+
 TensorImpl& Tensor::impl() const {
   COHORT_CHECK_ARG(impl_ != nullptr, "use of an undefined Tensor");
   return *impl_;

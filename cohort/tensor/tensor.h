@@ -39,6 +39,14 @@ class Storage {
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  // Gives the memory back to the allocator while every Tensor viewing this storage lives on
+  // (ZeRO-3 frees a gathered module's parameters between uses, as FSDP resizes its storage to
+  // 0). Until reacquire(), data() is null: reading through a view is the caller's bug.
+  // Allocator-owned storage only (InvalidArgument otherwise).
+  void release();
+  // Takes a fresh block of the same size (contents undefined); a no-op when held.
+  void reacquire();
+  bool released() const { return data_ == nullptr && nbytes_ > 0; }
   Device device() const { return device_; }
 
  private:

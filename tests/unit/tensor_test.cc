@@ -85,5 +85,24 @@ TEST(ThreadPool, CoversRangeDisjointlyAndRethrows) {
   set_num_threads(0);
 }
 
+// Wide dtypes (i64, f64) take their own copy path: a non-contiguous view of one made
+// contiguous used to recurse until the stack overflowed.
+TEST(Tensor, ContiguousCopyOfANonContiguousInt64AndFloat64View) {
+  for (DType t : {DType::i64, DType::f64}) {
+    Tensor a = empty({2, 3}, t);
+    for (int64_t i = 0; i < 6; ++i) a.as_strided({1}, {1}, i).fill_(double(i));
+    Tensor c = a.slice(1, 1, 3).contiguous_raw();
+    ASSERT_TRUE(c.is_contiguous());
+    Tensor back = empty({2, 2}, DType::f32);
+    back.copy_(c);
+    EXPECT_EQ(back.to_vector<float>(), (std::vector<float>{1, 2, 4, 5})) << dtype_name(t);
+    Tensor flat = empty({4}, t);
+    flat.copy_(a.transpose(0, 1).slice(0, 0, 2));  // another shape, non-contiguous source
+    Tensor f = empty({4}, DType::f32);
+    f.copy_(flat);
+    EXPECT_EQ(f.to_vector<float>(), (std::vector<float>{0, 3, 1, 4})) << dtype_name(t);
+  }
+}
+
 }  // namespace
 }  // namespace cohort

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cohort::ckpt::internal {
@@ -27,5 +28,14 @@ struct StepDir {
 // Every step-<N> directory directly under `dir` (complete or not), oldest first; empty when
 // `dir` does not exist.
 std::vector<StepDir> scan_step_dirs(const std::string& dir);
+
+// Sharded checkpoints (sharded.h), shared by the writer (sharded.cc) and the reader
+// (sharded_view.cc).
+// "<section>/<name>@<begin>": a piece's tensor name in its shard file.
+std::string piece_key(const std::string& section, const std::string& name, int64_t begin);
+// The rank and world of an extra file named "shard-<r>-of-<N>" (digits), else nullopt.
+std::optional<std::pair<int, int>> parse_shard_file_name(const std::string& name);
+// "model" and "optimizer", the sections a piece may belong to.
+bool is_section(const std::string& section);
 
 }  // namespace cohort::ckpt::internal

@@ -15,5 +15,6 @@ void add_config_command(CLI::App& app, Handlers& h);
 void add_bench_command(CLI::App& app, Handlers& h);
 void add_run_command(CLI::App& app, Handlers& h);
 void add_report_command(CLI::App& app, Handlers& h);
+void add_ckpt_command(CLI::App& app, Handlers& h);
 
 }  // namespace cohort::cli

@@ -49,6 +49,8 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr);
   const NamedParams& params() const { return params_; }
+  // The state slots each parameter gets ("exp_avg", "exp_avg_sq"; SGD: "momentum_buffer").
+  const std::vector<std::string>& slot_names() const { return slot_names_; }
   // Updates applied to parameter i so far (0 before its first step with a gradient).
   int64_t step_count(size_t i) const { return state_.at(i).step; }
 

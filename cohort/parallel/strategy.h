@@ -19,11 +19,13 @@
 // the checkpoint, after prepare_checkpoint() on every rank), load_state() on every rank with
 // rank 0's state. The default implementations are those of single-process training.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "cohort/ckpt/sharded.h"
 #include "cohort/comm/process_group.h"
 #include "cohort/core/config.h"
 #include "cohort/nn/module.h"
@@ -109,6 +111,20 @@ class Strategy {
   // Restores what state() returned (InvalidArgument naming what does not fit). An empty state
   // (a checkpoint written by another strategy) leaves the strategy as constructed.
   virtual void load_state(const StrategyState& state) {}
+  // Puts a checkpoint's parameters and buffers (whole tensors) into the model. A strategy that
+  // keeps parameters elsewhere between uses (ZeRO-3's shards) takes its part of them here.
+  virtual void load_model(const nn::StateDict& state) { model_.load_state_dict(state); }
+  // A strategy that shards the optimizer's state (ZeRO) says so here: each rank then holds only
+  // part of it, and the trainer saves every rank's optimizer_pieces() (the optimizer's
+  // checkpoint names, "<param>.<slot>", cut as the rank holds them: ckpt/sharded.h) with rank
+  // 0's optimizer_scalars() ("<param>.step", "lr"), and restores through load_optimizer(),
+  // whatever world size and strategy wrote the checkpoint. The others keep the defaults: the
+  // trainer saves and restores the optimizer itself.
+  virtual bool shards_optimizer() const { return false; }
+  virtual std::vector<ckpt::TensorPiece> optimizer_pieces() const { return {}; }
+  virtual std::map<std::string, double> optimizer_scalars() const { return {}; }
+  virtual void load_optimizer(const ckpt::ShardedView& view,
+                              const std::map<std::string, double>& scalars) {}
   // Waits for communication still in flight; never throws. Called before destruction.
   virtual void shutdown() noexcept {}
   // After the last step, before the final evaluation and checkpoint: a strategy whose replica

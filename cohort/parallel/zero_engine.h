@@ -25,13 +25,16 @@
 // on the thread that runs forward/backward); the communicator's worker thread touches only the
 // buffers of launched collectives, which nothing else touches until their Work is done.
 #include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "cohort/autograd/scope.h"
 #include "cohort/ckpt/flat_layout.h"
+#include "cohort/ckpt/sharded.h"
 #include "cohort/comm/process_group.h"
 #include "cohort/optim/optimizer.h"
 #include "cohort/parallel/strategy.h"
@@ -81,6 +84,17 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   // Stage 3, the trainer's timeline: scope callbacks of a traced module are passed on.
   void chain_scope_observers();
 
+  // The optimizer's state in checkpoints (zero_checkpoint.cc; Strategy's contract).
+  std::vector<ckpt::TensorPiece> optimizer_pieces() const;
+  std::map<std::string, double> optimizer_scalars() const;
+  void load_optimizer(const ckpt::ShardedView& view, const std::map<std::string, double>& scalars);
+  // Stage 3: keep every unit gathered from now on (after training: the final evaluation, the
+  // checkpoint and rank 0's text sample use the full model, and rank 0 alone must not start a
+  // collective).
+  void hold_gathered();
+  // A checkpoint's full parameters into the units (stage 3: into the shards; no communication).
+  void load_model(const nn::StateDict& state);
+
   int stage() const { return options_.stage; }
   int world() const { return world_; }
   int rank() const { return rank_; }
@@ -111,6 +125,9 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   void release(Unit& u);
   void release_idle();  // every unit no module is using (prefetched but not used, gather_all)
   void allgather_parameters();  // stages 1, 2, after the step
+  double unit_step(const Unit& u, const std::map<std::string, double>& scalars) const;
+  std::optional<Tensor> read_slot(const ckpt::ShardedView& view, const Unit& u,
+                                  const std::string& slot) const;
 
   nn::Module& model_;
   std::shared_ptr<comm::ProcessGroup> group_;
@@ -121,6 +138,7 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   std::shared_ptr<Gatherer> gatherer_;
   std::unordered_map<std::string, size_t> unit_of_module_;
   bool sync_ = true;
+  bool hold_ = false;  // hold_gathered()
   bool in_pass_ = false;
   size_t next_launch_ = 0;  // into units_, from the last unit backwards (backward's order)
   double comm_s_ = 0, exposed_s_ = 0;

@@ -72,7 +72,13 @@ void ZeroEngine::use_unit(size_t unit, autograd::Pass pass) {
 void ZeroEngine::done_with_unit(size_t unit) {
   Unit& u = units_[unit];
   if (u.in_use > 0 && --u.in_use > 0) return;
-  release(u);
+  if (!hold_) release(u);
+}
+
+void ZeroEngine::hold_gathered() {
+  if (options_.stage != 3) return;
+  gather_all();
+  hold_ = true;
 }
 
 void ZeroEngine::start_gather(Unit& u) {
@@ -106,6 +112,7 @@ void ZeroEngine::release(Unit& u) {
 }
 
 void ZeroEngine::release_idle() {
+  if (hold_) return;
   for (Unit& u : units_) {
     if (u.in_use == 0 && (u.gathered || u.gather.valid())) release(u);
   }

@@ -37,6 +37,19 @@ class ZeroStrategy : public Strategy {
   StrategyStats last_stats() const override { return stats_; }
   nlohmann::json summary_metrics() const override;
   void prepare_checkpoint() override;
+  void finish_training() override { engine_->hold_gathered(); }
+  void load_model(const nn::StateDict& state) override { engine_->load_model(state); }
+  bool shards_optimizer() const override { return true; }
+  std::vector<ckpt::TensorPiece> optimizer_pieces() const override {
+    return engine_->optimizer_pieces();
+  }
+  std::map<std::string, double> optimizer_scalars() const override {
+    return engine_->optimizer_scalars();
+  }
+  void load_optimizer(const ckpt::ShardedView& view,
+                      const std::map<std::string, double>& scalars) override {
+    engine_->load_optimizer(view, scalars);
+  }
   void shutdown() noexcept override { engine_->drain(); }
   void set_tracer(metrics::Tracer* tracer) override;
 

@@ -5,6 +5,7 @@
 
 #include "cohort/core/logging.h"
 #include "cohort/nn/layers.h"
+#include "cohort/train/checkpoint_shards.h"
 
 namespace cohort::train {
 namespace {
@@ -13,13 +14,8 @@ ckpt::NamedTensors to_named(const std::map<std::string, Tensor>& m) {
   return ckpt::NamedTensors(m.begin(), m.end());
 }
 
-std::map<std::string, Tensor> to_map(const ckpt::NamedTensors& v) {
-  return std::map<std::string, Tensor>(v.begin(), v.end());
-}
-
-// Strategy tensors ride in optimizer.safetensors under this prefix (the training state beyond
-// the model), its values in state.json under "strategy".
-constexpr char kStrategyPrefix[] = "strategy/";
+// Strategy tensors ride in optimizer.safetensors under kStrategyPrefix (the training state
+// beyond the model), its values in state.json under "strategy".
 
 std::string per_rank_file(int rank) {
   return detail::str("strategy.rank", rank);
@@ -40,25 +36,18 @@ void capture_strategy(const std::string& name, const StrategySnapshot& snap,
                          {"ranks", snap.per_rank.size()}};
 }
 
-// Takes the strategy's tensors out of `optimizer` (or, per-rank, this rank's file) with its
-// values: what load_state gets once the model and optimizer are restored (a strategy may
-// overwrite them with its own rank's). Nothing for a checkpoint of another strategy.
+// The strategy's state: its tensors (found under kStrategyPrefix in the optimizer section,
+// or, per-rank, in this rank's file) with its values: what load_state gets once the model and
+// optimizer are restored (a strategy may overwrite them with its own rank's). Nothing for a
+// checkpoint of another strategy.
 std::optional<parallel::StrategyState> take_strategy_state(const parallel::Strategy& strategy,
                                                            const ckpt::CheckpointData& d,
-                                                           ckpt::NamedTensors& optimizer, int rank,
+                                                           const NamedTensors& tensors, int rank,
                                                            int world) {
   const nlohmann::json& state = d.state;
   parallel::StrategyState st;
-  std::string prefix = kStrategyPrefix;
-  ckpt::NamedTensors rest;
-  for (auto& [name, t] : optimizer) {
-    if (name.rfind(prefix, 0) == 0) {
-      st.tensors.emplace_back(name.substr(prefix.size()), t);
-    } else {
-      rest.emplace_back(name, t);
-    }
-  }
-  optimizer = std::move(rest);
+  const std::string prefix = kStrategyPrefix;
+  for (const auto& [name, t] : tensors) st.tensors.emplace_back(name.substr(prefix.size()), t);
   // A checkpoint from another strategy (or from before strategies) restores nothing.
   if (!state.contains("strategy") || state["strategy"].value("name", "") != strategy.name())
     return std::nullopt;
@@ -119,6 +108,13 @@ StrategySnapshot snapshot_strategy(Trainer::State& s) {
   StrategySnapshot snap;
   snap.state = s.strategy->state();
   if (snap.state.per_rank) snap.per_rank = gather_to_chief(s, snap.state.tensors);
+  if (s.strategy->shards_optimizer()) {
+    std::vector<NamedTensors> all =
+        gather_to_chief(s, encode_pieces(s.strategy->optimizer_pieces()));
+    for (size_t r = 0; r < all.size(); ++r)
+      snap.optimizer_pieces.push_back(decode_pieces(all[r], int(r)));
+    snap.optimizer_scalars = s.strategy->optimizer_scalars();
+  }
   return snap;
 }
 
@@ -176,8 +172,8 @@ void check_same_run(const Trainer::State& s, const ckpt::CheckpointData& d) {
 
 }  // namespace
 
-nn::StateDict checkpoint_model_state(const ckpt::CheckpointData& d) {
-  nn::StateDict model = to_map(d.model);
+nn::StateDict checkpoint_model_state(const ckpt::CheckpointData& d, const ckpt::ShardedView& view) {
+  nn::StateDict model = model_state_of(view);
   // Checkpoints written before the dropout counters became module state (the "rng_counter"
   // buffers) kept them in state.json as {"dropout_counters": {"<module>": n}}; the checkpoint
   // format (MANIFEST version 1) is the same, so such a checkpoint is known by that key. Its
@@ -202,7 +198,10 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
   ckpt::CheckpointData d;
   d.step = s.step;
   d.model = to_named(s.model->state_dict());
-  optim::OptimizerState os = s.opt->export_state();
+  // A sharded optimizer's state comes from every rank's pieces (snapshot_strategy).
+  const bool sharded = s.strategy->shards_optimizer();
+  optim::OptimizerState os = sharded ? optim::OptimizerState{} : s.opt->export_state();
+  if (sharded) os.scalars = strategy.optimizer_scalars;
   d.optimizer = to_named(os.tensors);
   d.state = nlohmann::json{{"step", s.step},
                            {"epoch", pos.epoch},
@@ -215,6 +214,7 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                            {"resume_keys", resume_keys(s.cfg)},
                            {"config", s.cfg.to_toml()}};
   capture_strategy(s.strategy->name(), strategy, d);
+  if (sharded) ckpt::add_shards(d, s.world->size, strategy.optimizer_pieces);
   return d;
 }
 
@@ -222,14 +222,20 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
   const nlohmann::json& j = d.state;
   try {
     check_same_run(s, d);
-    s.model->load_state_dict(checkpoint_model_state(d));
-    ckpt::NamedTensors optimizer = d.optimizer;
-    const std::optional<parallel::StrategyState> strategy =
-        take_strategy_state(*s.strategy, d, optimizer, s.world->rank, s.world->size);
+    // Whole tensors or pieces, from any world size (ckpt/sharded.h).
+    const ckpt::ShardedView view(d);
+    s.strategy->load_model(checkpoint_model_state(d, view));
+    NamedTensors strategy_tensors;
     optim::OptimizerState os;
-    os.tensors = to_map(optimizer);
+    os.tensors = optimizer_tensors_of(view, &strategy_tensors);
     os.scalars = j.at("optimizer_scalars").get<std::map<std::string, double>>();
-    s.opt->import_state(os);
+    const std::optional<parallel::StrategyState> strategy =
+        take_strategy_state(*s.strategy, d, strategy_tensors, s.world->rank, s.world->size);
+    if (s.strategy->shards_optimizer()) {
+      s.strategy->load_optimizer(view, os.scalars);
+    } else {
+      s.opt->import_state(os);
+    }
     if (strategy) s.strategy->load_state(*strategy);
     s.step = j.at("step").get<int64_t>();
     s.samples = j.at("samples").get<int64_t>();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cohort/ckpt/checkpoint.h"
+#include "cohort/ckpt/sharded.h"
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {
@@ -35,7 +36,10 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                                         const StrategySnapshot& strategy);
 // The model's state_dict a checkpoint holds: model.safetensors, plus the dropout counters of a
 // checkpoint written before they were module state (state.json "dropout_counters").
-nn::StateDict checkpoint_model_state(const ckpt::CheckpointData& d);
+nn::StateDict checkpoint_model_state(const ckpt::CheckpointData& d, const ckpt::ShardedView& view);
+inline nn::StateDict checkpoint_model_state(const ckpt::CheckpointData& d) {
+  return checkpoint_model_state(d, ckpt::ShardedView(d));
+}
 // Restores model (dropout counters included), optimizer and loop state into s; returns where
 // the loop resumes.
 LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d);

@@ -26,6 +26,9 @@ using Clock = std::chrono::steady_clock;
 struct StrategySnapshot {
   parallel::StrategyState state;
   std::vector<NamedTensors> per_rank;  // by rank, on rank 0; empty unless state.per_rank
+  // A sharded optimizer's (Strategy::shards_optimizer): every rank's pieces, on rank 0.
+  std::vector<std::vector<ckpt::TensorPiece>> optimizer_pieces;
+  std::map<std::string, double> optimizer_scalars;
 };
 
 // Where the loop stands when a checkpoint is taken or restored.

@@ -80,6 +80,7 @@ Tensor Optimizer::grad_of(size_t i) const {
 void Optimizer::ensure_slots(size_t i) {
   ParamState& s = state_[i];
   if (!s.slots.empty()) return;
+  MemoryKindScope kind(MemoryKind::kOptimizer);  // counted as optimizer state (allocator.h)
   for (size_t k = 0; k < slot_names_.size(); ++k)
     s.slots.push_back(zeros(params_[i].second.shape()));
 }
@@ -143,6 +144,7 @@ void Optimizer::validate_state(const OptimizerState& st) const {
 void Optimizer::import_state(const OptimizerState& st) {
   validate_state(st);
   autograd::NoGradGuard no_grad;
+  MemoryKindScope kind(MemoryKind::kOptimizer);
   std::vector<ParamState> fresh(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& name = params_[i].first;

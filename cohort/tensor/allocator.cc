@@ -1,11 +1,10 @@
 #include "cohort/tensor/allocator.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
-
-#include "cohort/core/error.h"
 
 namespace cohort {
 
@@ -13,9 +12,51 @@ struct CpuAllocator::Impl {
   mutable std::mutex mu;  // guards everything below
   std::unordered_map<size_t, std::vector<void*>> free_lists;
   AllocatorStats stats;
+  MemoryUsage usage;
+  std::string limit_set_by;
   // Above this many cached bytes, returned blocks go back to the OS instead.
   static constexpr uint64_t kMaxCached = uint64_t(8) << 30;
+
+  // Counts `n` more bytes of kind k, raising the peaks. Under mu.
+  void add(MemoryKind k, uint64_t n) {
+    uint64_t& b = usage.bytes[size_t(k)];
+    b += n;
+    usage.total += n;
+    if (b > usage.peak_bytes[size_t(k)]) usage.peak_bytes[size_t(k)] = b;
+    if (usage.total > usage.peak_total) usage.peak_total = usage.total;
+  }
+  void sub(MemoryKind k, uint64_t n) {
+    usage.bytes[size_t(k)] -= n;
+    usage.total -= n;
+  }
 };
+
+namespace {
+
+// The limit error: what was asked, what is held and by whom, and the setting to change.
+[[noreturn]] void throw_limit(size_t size, const MemoryUsage& u, const std::string& set_by) {
+  std::string kinds;
+  for (size_t k = 0; k < kMemoryKinds; ++k)
+    kinds +=
+        detail::str(k ? ", " : "", memory_kind_name(MemoryKind(k)), " ", format_bytes(u.bytes[k]));
+  throw MemoryLimitExceeded(detail::str(
+      "memory limit exceeded: allocating ", format_bytes(size), " (", size, " bytes) with ",
+      format_bytes(u.total), " (", u.total, " bytes) in use would pass the limit of ",
+      format_bytes(u.limit), " (", u.limit, " bytes) set by ", set_by, "; in use: ", kinds,
+      "; peak ", format_bytes(u.peak_total)));
+}
+
+}  // namespace
+
+std::string format_bytes(uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
 
 CpuAllocator& CpuAllocator::instance() {
   static CpuAllocator a;
@@ -35,34 +76,46 @@ size_t CpuAllocator::round_size(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-void* CpuAllocator::allocate(size_t nbytes, size_t* rounded) {
+void* CpuAllocator::allocate(size_t nbytes, size_t* rounded, MemoryKind kind) {
   size_t size = round_size(nbytes);
   *rounded = size;
   Impl* s = impl();
   {
-    std::lock_guard<std::mutex> lock(s->mu);
+    std::unique_lock<std::mutex> lock(s->mu);
+    if (s->usage.limit != 0 && s->usage.total + size > s->usage.limit) {
+      MemoryUsage u = s->usage;
+      std::string by = s->limit_set_by;
+      lock.unlock();
+      throw_limit(size, u, by);
+    }
+    s->add(kind, size);
+    s->stats.bytes_in_use += size;
     auto it = s->free_lists.find(size);
     if (it != s->free_lists.end() && !it->second.empty()) {
       void* p = it->second.back();
       it->second.pop_back();
       s->stats.cache_hits++;
       s->stats.bytes_cached -= size;
-      s->stats.bytes_in_use += size;
       return p;
     }
     s->stats.system_allocs++;
-    s->stats.bytes_in_use += size;
   }
   void* p = std::aligned_alloc(64, size);
+  if (p == nullptr) {
+    std::lock_guard<std::mutex> lock(s->mu);  // uncount what was never handed out
+    s->sub(kind, size);
+    s->stats.bytes_in_use -= size;
+  }
   COHORT_CHECK_IO(p != nullptr, "out of host memory allocating ", size, " bytes");
   return p;
 }
 
-void CpuAllocator::deallocate(void* p, size_t rounded) {
+void CpuAllocator::deallocate(void* p, size_t rounded, MemoryKind kind) {
   if (!p) return;
   Impl* s = impl();
   {
     std::lock_guard<std::mutex> lock(s->mu);
+    s->sub(kind, rounded);
     s->stats.bytes_in_use -= rounded;
     if (s->stats.bytes_cached + rounded <= Impl::kMaxCached) {
       s->free_lists[rounded].push_back(p);
@@ -73,10 +126,38 @@ void CpuAllocator::deallocate(void* p, size_t rounded) {
   std::free(p);
 }
 
+void CpuAllocator::move_bytes(size_t bytes, MemoryKind from, MemoryKind to) {
+  if (from == to) return;
+  Impl* s = impl();
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (from != MemoryKind::kCount) s->sub(from, bytes);
+  if (to != MemoryKind::kCount) s->add(to, bytes);
+}
+
 AllocatorStats CpuAllocator::stats() const {
   Impl* s = const_cast<CpuAllocator*>(this)->impl();
   std::lock_guard<std::mutex> lock(s->mu);
   return s->stats;
+}
+
+MemoryUsage CpuAllocator::usage() const {
+  Impl* s = const_cast<CpuAllocator*>(this)->impl();
+  std::lock_guard<std::mutex> lock(s->mu);
+  return s->usage;
+}
+
+void CpuAllocator::reset_peak() {
+  Impl* s = impl();
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->usage.peak_bytes = s->usage.bytes;
+  s->usage.peak_total = s->usage.total;
+}
+
+void CpuAllocator::set_limit(uint64_t bytes, std::string set_by) {
+  Impl* s = impl();
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->usage.limit = bytes;
+  s->limit_set_by = std::move(set_by);
 }
 
 void CpuAllocator::empty_cache() {

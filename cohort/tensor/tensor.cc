@@ -41,15 +41,38 @@ int64_t normalize_dim(int64_t d, int64_t ndim, const char* op) {
   return n;
 }
 
-Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+Storage::Storage(size_t nbytes, Device device)
+    : nbytes_(nbytes), device_(device), kind_(current_memory_kind()) {
   COHORT_CHECK_ARG(device.is_cpu(), "device ", device.str(), " is not available in this build");
-  data_ = CpuAllocator::instance().allocate(nbytes, &rounded_);
+  data_ = CpuAllocator::instance().allocate(nbytes, &rounded_, kind_);
 }
 Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
-    : data_(data), nbytes_(nbytes), device_(Device::cpu()), owner_(std::move(owner)) {}
+    : data_(data),
+      nbytes_(nbytes),
+      rounded_(nbytes),
+      device_(Device::cpu()),
+      external_(true),
+      owner_(std::move(owner)),
+      kind_(MemoryKind::kCount) {}
 
 Storage::~Storage() {
-  if (!owner_) CpuAllocator::instance().deallocate(data_, rounded_);
+  MemoryKind k = kind_.load(std::memory_order_relaxed);
+  if (!external_) {
+    CpuAllocator::instance().deallocate(data_, rounded_, k);
+  } else if (k != MemoryKind::kCount) {
+    CpuAllocator::instance().move_bytes(rounded_, k, MemoryKind::kCount);
+  }
+}
+
+void Storage::set_memory_kind(MemoryKind kind) {
+  if (kind_.load(std::memory_order_relaxed) == kind) return;
+  MemoryKind old = kind_.exchange(kind);
+  CpuAllocator::instance().move_bytes(rounded_, old, kind);
+}
+
+void tag_memory(const Tensor& t, MemoryKind kind) {
+  COHORT_CHECK_ARG(kind != MemoryKind::kCount, "tag_memory: kCount is not a kind");
+  if (t.defined() && t.impl().storage) t.impl().storage->set_memory_kind(kind);
 }
 
 void Storage::release() {

@@ -5,6 +5,7 @@
 // Layering: this header belongs to tensor/, below autograd/ and ops/. The methods marked
 // [ops] are declared here for a familiar API (x.reshape(...), x.backward()) but defined in
 // ops/tensor_methods.cc and autograd/engine.cc; tensor/ itself never calls them.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -15,6 +16,7 @@
 
 #include "cohort/core/error.h"
 #include "cohort/tensor/dtype.h"
+#include "cohort/tensor/memory_kind.h"
 
 namespace cohort {
 
@@ -28,11 +30,13 @@ int64_t shape_numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
 
 // Owns one block of device memory. Returns it to the caching allocator when the last
-// Tensor that views it goes away.
+// Tensor that views it goes away. Remembers the MemoryKind its bytes are counted as
+// (allocator.h): the allocating thread's MemoryKindScope, until tag_memory moves them.
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
-  // Memory owned elsewhere (e.g. a communicator's shared arena), kept alive by `owner`.
+  // Memory owned elsewhere (e.g. a communicator's shared arena), kept alive by `owner` (may
+  // be null: the caller keeps it alive). Not counted until tagged.
   Storage(void* data, size_t nbytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -48,13 +52,21 @@ class Storage {
   void reacquire();
   bool released() const { return data_ == nullptr && nbytes_ > 0; }
   Device device() const { return device_; }
+  // kCount: external memory not counted (never tagged).
+  MemoryKind memory_kind() const { return kind_.load(std::memory_order_relaxed); }
+  // Counts this block's bytes as `kind` from now on; nothing to do when it already is.
+  void set_memory_kind(MemoryKind kind);
 
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
-  size_t rounded_ = 0;
+  size_t rounded_ = 0;  // as counted: the allocator's block size, or nbytes_ when external
   Device device_;
+  bool external_ = false;        // not the allocator's: never returned to it
   std::shared_ptr<void> owner_;  // external memory: released with it, not by the allocator
+  // Atomic: tag_memory may race with another tagging of the same storage (exchange decides
+  // who moves the bytes); the destructor reads it after every other user is gone.
+  std::atomic<MemoryKind> kind_;
 };
 
 class Tensor;
@@ -165,6 +177,11 @@ Tensor from_vector(const std::vector<float>& values, const Shape& shape);
 // A contiguous CPU tensor over memory owned elsewhere; `owner` keeps it alive as long as any
 // tensor views it (torch.from_blob with a deleter). No copy.
 Tensor from_external(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner);
+// Counts the bytes of t's storage (all of it, not just t's view) as `kind` until it is freed
+// (allocator.h): for memory whose allocation site did not know what it is for, like gradients
+// made by autograd. Cheap when it already is (one atomic load). External memory (from_external)
+// enters the count here. No-op on an undefined tensor.
+void tag_memory(const Tensor& t, MemoryKind kind);
 Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape);
 Tensor arange(int64_t n, DType dtype = DType::f32);
 // Counter-based random fills (Philox): element i depends only on (seed, i).

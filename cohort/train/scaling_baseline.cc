@@ -85,6 +85,7 @@ void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_secon
   if (sum.comm_hidden >= 0) j["comm_hidden"] = sum.comm_hidden;
   if (sum.scaling_efficiency >= 0) j["scaling_efficiency"] = sum.scaling_efficiency;
   j.update(energy_summary_json(s));
+  j.update(s.memory.summary_json());
   s.log.write(j);
   if (!s.world->is_chief()) return;
   std::string acc = sum.eval.accuracy >= 0 ? detail::str(", ", s.data.eval_name, " accuracy ",
@@ -110,6 +111,7 @@ void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_secon
                 long(g["first_step"].get<int64_t>()), g["factor"].get<double>());
   }
   if (s.energy.on()) std::printf("%s\n", energy_summary_line(s).c_str());
+  std::printf("%s\n", s.memory.summary_line(s.world->rank).c_str());
   std::printf("metrics: %s\n", s.metrics_file.c_str());
 }
 

@@ -26,6 +26,15 @@ void add_run_keys(ConfigRegistry& r) {
          {},
          0.0,
          1024.0});
+  r.add({"run.memory_limit_mb",
+         T::kInt,
+         int64_t(0),
+         "Most tensor memory (MiB) each worker process may hold: parameters, gradients, "
+         "optimizer state, communication buffers and activations together (docs/memory.md). "
+         "An allocation past it fails with an error naming this key; 0: no limit.",
+         "",
+         {},
+         0.0});
   r.add({"run.log_every",
          T::kInt,
          int64_t(50),

@@ -63,6 +63,7 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
                    "config: data.batch_size ", s_->batch, " is larger than the training set (",
                    s_->data.train->size(), " samples)");
   s_->model = make_model(cfg);
+  s_->memory.tag_parameters(*s_->model);
   s_->opt = make_optimizer(cfg, *s_->model);
   s_->steps_per_epoch =
       steps_per_epoch(s_->data, s_->batch, cfg.get_int("model.block_size"), s_->world->size);

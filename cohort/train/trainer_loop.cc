@@ -53,6 +53,7 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
     trace_span(s, "backward", t1, t1e);
     t.samples += micro[m].y.size(0);
   }
+  s.memory.after_backward();
   auto t2 = Clock::now();
   double clip = s.cfg.get_float("optim.clip_grad_norm");
   if (clip > 0) s.strategy->clip_grad_norm(clip);
@@ -132,6 +133,7 @@ bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, i
   StepTimes t;
   t.data_s = data_s;
   double loss = one_step(s, micro, t);
+  s.memory.end_step();
   s.energy.end_step(t);
   s.metrics.add(t);
   s.train_seconds += t.total_s();

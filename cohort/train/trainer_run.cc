@@ -164,6 +164,7 @@ TrainSummary Trainer::run() {
 TrainSummary Trainer::run_and_finish() {
   State& s = *s_;
   s.start = Clock::now();
+  s.memory.start();
   nlohmann::json start{
       {"event", "start"},
       {"model", s.cfg.get_string("model.type")},

@@ -12,6 +12,7 @@
 #include "cohort/parallel/strategy.h"
 #include "cohort/train/components.h"
 #include "cohort/train/energy_account.h"
+#include "cohort/train/memory_account.h"
 #include "cohort/train/step_metrics.h"
 #include "cohort/train/straggler.h"
 #include "cohort/train/trainer.h"
@@ -40,6 +41,8 @@ struct LoopPosition {
 
 struct Trainer::State {
   Config cfg;
+  // Before everything that allocates: run.memory_limit_mb covers building the model too.
+  MemoryAccount memory;
   std::unique_ptr<TrainWorld> world;  // first: outlives the DDP that uses its group
   DataSplits data;
   std::shared_ptr<nn::Module> model;
@@ -78,7 +81,7 @@ struct Trainer::State {
   LoopPosition resume_pos;      // where this run starts (a checkpoint's position, or 0/0)
   LoopPosition pos;             // after the last step: what a checkpoint taken now records
 
-  explicit State(const Config& c) : cfg(c) {}
+  explicit State(const Config& c) : cfg(c), memory(cfg) {}
   // train.time_limit_s reached; in a distributed run rank 0 decides for everyone, so that all
   // ranks stop after the same step.
   bool out_of_time();

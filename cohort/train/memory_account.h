@@ -1,0 +1,51 @@
+#pragma once
+// Internal to train/: this rank's tensor memory by kind (tensor/allocator.h) and the
+// run.memory_limit_mb cap (docs/memory.md).
+//
+// The trainer tags what the allocation sites cannot know: the model's parameters once they
+// exist, the gradients after each step's backward (optimizer state is tagged by the optimizer
+// itself, DDP buckets by the reducer). The summary reports the bytes in use at the end of the
+// last step and the peaks over the run. The allocator is the process's: ranks run as threads
+// of one process share its counts and its limit.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cohort/core/config.h"
+#include "cohort/nn/module.h"
+#include "cohort/tensor/allocator.h"
+
+namespace cohort::train {
+
+class MemoryAccount {
+ public:
+  // Sets the allocator's limit from run.memory_limit_mb (when not 0), so that building the
+  // model and the strategy count against it too.
+  explicit MemoryAccount(const Config& cfg);
+  ~MemoryAccount();  // clears the limit it set: the next Trainer in this process sets its own
+  MemoryAccount(const MemoryAccount&) = delete;
+  MemoryAccount& operator=(const MemoryAccount&) = delete;
+
+  // Counts the model's parameters as kParameters; remembers them for after_backward.
+  void tag_parameters(const nn::Module& model);
+  // Training starts: the peaks start over here.
+  void start();
+  // Counts every defined gradient as kGradients (one atomic load each when already counted).
+  void after_backward();
+  // Remembers the bytes in use now: the summary's memory_bytes.
+  void end_step();
+
+  // memory_bytes {kind: bytes} (end of the last step), memory_peak_by_kind, memory_peak_bytes.
+  nlohmann::json summary_json() const;
+  // "memory (rank 0): parameters 1.2 MiB, ..., peak 12.3 MiB".
+  std::string summary_line(int rank) const;
+
+ private:
+  bool limited_ = false;
+  bool stepped_ = false;
+  std::vector<Tensor> params_;
+  MemoryUsage at_step_end_;
+};
+
+}  // namespace cohort::train

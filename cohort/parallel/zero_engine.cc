@@ -91,6 +91,8 @@ void ZeroEngine::shard_parameters(Unit& u) {
     u.flat_grad.impl().storage->release();  // taken when the unit's first gradient arrives
     u.shard_grad = flat_f32(S);
   }
+  for (const Tensor& t : {u.flat, u.shard}) tag_memory(t, MemoryKind::kParameters);
+  for (const Tensor& t : {u.flat_grad, u.shard_grad}) tag_memory(t, MemoryKind::kGradients);
   u.shard.set_requires_grad(true);
   u.shard.set_grad(u.shard_grad);
 }

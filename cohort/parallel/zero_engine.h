@@ -116,6 +116,9 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   void launch(Unit& u);
   void finalize();
   void wait_reductions();
+  void free_reduced();
+  void bound_reductions_in_flight();
+  static constexpr size_t kMaxReductionsInFlight = 2;
   // Parameters, stage 3 (zero_gather.cc).
   void install_scopes();
   void use_unit(size_t unit, autograd::Pass pass);
@@ -141,7 +144,9 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   bool hold_ = false;  // hold_gathered()
   bool in_pass_ = false;
   size_t next_launch_ = 0;  // into units_, from the last unit backwards (backward's order)
+  size_t next_free_ = 0;    // the same order: units whose flat gradient is freed
   double comm_s_ = 0, exposed_s_ = 0;
+  Clock::time_point first_launch_;  // this pass's first reduction
 };
 
 }  // namespace cohort::parallel

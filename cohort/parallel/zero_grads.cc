@@ -41,11 +41,39 @@ void ZeroEngine::on_grad_ready(size_t unit, size_t index) {
   take_grad(u, index);
   u.ready[index] = true;
   if (--u.pending == 0) launch_ready();
+  if (options_.stage != 1) free_reduced();
+}
+
+// Stages 2, 3: at most kMaxReductionsInFlight flat gradients wait for their reduction while
+// backward fills the next one, or a slow network would let every unit's full gradient pile up
+// (as FSDP limits its all-gathers in flight).
+void ZeroEngine::bound_reductions_in_flight() {
+  free_reduced();
+  while (next_launch_ - next_free_ >= kMaxReductionsInFlight) {
+    auto start = Clock::now();
+    units_[units_.size() - 1 - next_free_].reduce.wait();
+    exposed_s_ += std::chrono::duration<double>(Clock::now() - start).count();
+    free_reduced();
+  }
+}
+
+// Stages 2, 3: a unit whose reduction is done needs its flat gradient no more; freeing it
+// during backward keeps at most the units in flight, not every unit, in memory.
+void ZeroEngine::free_reduced() {
+  while (next_free_ < next_launch_) {
+    Unit& u = units_[units_.size() - 1 - next_free_];
+    if (u.reduce.valid() && !u.reduce.done()) return;
+    if (u.reduce.valid()) u.reduce.wait();  // done: rethrows its error, if any
+    u.reduce = comm::Work();
+    u.flat_grad.impl().storage->release();
+    ++next_free_;
+  }
 }
 
 void ZeroEngine::begin_pass() {
   in_pass_ = true;
   next_launch_ = 0;
+  next_free_ = 0;
   for (Unit& u : units_) {
     u.pending = u.plan.params.size();
     u.ready.assign(u.pending, false);
@@ -61,6 +89,7 @@ void ZeroEngine::begin_pass() {
 void ZeroEngine::take_grad(Unit& u, size_t index) {
   Storage& storage = *u.flat_grad.impl().storage;
   if (storage.released()) {
+    if (options_.stage != 1) bound_reductions_in_flight();
     storage.reacquire();
     u.flat_grad.zero_();
   }
@@ -89,6 +118,7 @@ void ZeroEngine::launch_ready() {
 
 void ZeroEngine::launch(Unit& u) {
   const auto S = size_t(u.layout.shard_size());
+  if (next_launch_ == 0) first_launch_ = Clock::now();
   if (!group_) {
     if (options_.stage != 1) u.shard_grad.copy_(u.flat_grad);
     return;
@@ -131,7 +161,10 @@ void ZeroEngine::wait_reductions() {
     u.reduce = comm::Work();
     if (options_.stage != 1) u.flat_grad.impl().storage->release();
   }
-  exposed_s_ += std::chrono::duration<double>(Clock::now() - start).count();
+  auto end = Clock::now();
+  exposed_s_ += std::chrono::duration<double>(end - start).count();
+  // The reductions ran from the first launch to (at most) now: their span, as DDP's comm_s.
+  comm_s_ += std::chrono::duration<double>(end - first_launch_).count();
 }
 
 }  // namespace cohort::parallel

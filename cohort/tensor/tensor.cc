@@ -67,6 +67,7 @@ Storage::~Storage() {
 void Storage::set_memory_kind(MemoryKind kind) {
   if (kind_.load(std::memory_order_relaxed) == kind) return;
   MemoryKind old = kind_.exchange(kind);
+  if (released()) return;  // holds no bytes now; reacquire() counts them as `kind`
   CpuAllocator::instance().move_bytes(rounded_, old, kind);
 }
 
@@ -76,14 +77,16 @@ void tag_memory(const Tensor& t, MemoryKind kind) {
 }
 
 void Storage::release() {
-  COHORT_CHECK_ARG(!owner_, "Storage::release: the memory is owned elsewhere");
-  CpuAllocator::instance().deallocate(data_, rounded_);
+  COHORT_CHECK_ARG(!external_, "Storage::release: the memory is owned elsewhere");
+  if (data_ == nullptr) return;
+  CpuAllocator::instance().deallocate(data_, rounded_, kind_.load(std::memory_order_relaxed));
   data_ = nullptr;
 }
 
 void Storage::reacquire() {
   if (data_ != nullptr || nbytes_ == 0) return;
-  data_ = CpuAllocator::instance().allocate(nbytes_, &rounded_);
+  data_ = CpuAllocator::instance().allocate(nbytes_, &rounded_,
+                                            kind_.load(std::memory_order_relaxed));
 }
 
 TensorImpl& Tensor::impl() const {

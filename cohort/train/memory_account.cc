@@ -47,9 +47,12 @@ void MemoryAccount::end_step() {
 nlohmann::json MemoryAccount::summary_json() const {
   MemoryUsage now = CpuAllocator::instance().usage();
   const MemoryUsage& at = stepped_ ? at_step_end_ : now;  // no step ran: what is held now
+  // Peaks over the training steps: what comes after (the final evaluation and checkpoint, for
+  // which ZeRO-3 gathers the whole model) is reported apart.
   return nlohmann::json{{"memory_bytes", by_kind(at.bytes)},
-                        {"memory_peak_by_kind", by_kind(now.peak_bytes)},
-                        {"memory_peak_bytes", now.peak_total},
+                        {"memory_peak_by_kind", by_kind(at.peak_bytes)},
+                        {"memory_peak_bytes", at.peak_total},
+                        {"memory_peak_run_bytes", now.peak_total},
                         {"memory_limit_bytes", now.limit}};
 }
 

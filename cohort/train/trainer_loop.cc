@@ -207,9 +207,14 @@ void Trainer::run_text(Progress& p) {
   while (more) {
     auto t0 = Clock::now();
     std::vector<data::Batch> micro;
-    for (int64_t m = 0; m < s.grad_accum; ++m) {  // every micro-batch of every rank differs
-      int64_t index = (s.step * s.grad_accum + m) * s.world->size + s.world->rank;
-      micro.push_back(text.random_batch(s.batch, seed, index));
+    // The step's global batch is rows 0 .. batch * workers * grad_accum - 1 of the step's draw
+    // (row g a function of run.seed, step and g): micro-batch m of rank r takes its rows
+    // (m * workers + r) * batch onwards, so the step sees the same rows for any split of the
+    // same global batch over workers and micro-batches.
+    const int64_t micro_rows = s.batch * s.world->size;
+    for (int64_t m = 0; m < s.grad_accum; ++m) {
+      const int64_t first_row = m * micro_rows + s.world->rank * s.batch;
+      micro.push_back(text.random_batch(s.batch, seed, s.step, first_row));
     }
     int64_t epoch = s.step / s.steps_per_epoch;
     if (s.tracer) trace_span(s, "data", t0, Clock::now());

@@ -91,16 +91,19 @@ Batch TextDataset::get_batch(std::span<const int64_t> indices) const {
   return out;
 }
 
-Batch TextDataset::random_batch(int64_t batch, uint64_t seed, int64_t step) const {
+Batch TextDataset::random_batch(int64_t batch, uint64_t seed, int64_t step,
+                                int64_t first_row) const {
   COHORT_CHECK_ARG(batch >= 1, "text dataset ", path_, ": random_batch(", batch,
                    ") needs batch >= 1");
+  COHORT_CHECK_ARG(first_row >= 0, "text dataset ", path_, ": random_batch first_row ", first_row,
+                   " must be >= 0");
   const int64_t offsets = num_bytes() - block_;  // start positions with a full window
   COHORT_CHECK_ARG(offsets >= 1, "text dataset ", path_, ": split holds ", num_bytes(),
                    " bytes, no window of block_size + 1 = ", block_ + 1);
   Philox rng(seed);
   std::vector<int64_t> starts(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
-    Philox::Block r = rng.block(uint64_t(b), uint64_t(step));
+    Philox::Block r = rng.block(uint64_t(first_row + b), uint64_t(step));
     uint64_t u = (uint64_t(r[1]) << 32) | r[0];
     starts[size_t(b)] = int64_t((static_cast<unsigned __int128>(u) * uint64_t(offsets)) >> 64);
   }

@@ -6,7 +6,10 @@
 //   x = bytes[s : s + T]           int64 [T]
 //   y = bytes[s + 1 : s + T + 1]   int64 [T]   (the next byte at each position)
 // Training: windows at every offset (stride 1), usually drawn at random per step with
-// random_batch(seed, step), so that a resumed run draws exactly the batches it would have.
+// random_batch(seed, step), so that a resumed run draws exactly the batches it would have. A
+// step's rows form one global batch, row g a function of (seed, step, g) alone: each worker
+// draws its own range of rows (first_row), so the rows a step sees do not depend on how the
+// global batch is split over workers and micro-batches.
 // Validation: non-overlapping windows (stride T), a fixed set read in order.
 #include <memory>
 #include <string>
@@ -36,8 +39,9 @@ class TextDataset final : public Dataset {
   int64_t size() const override;
   // x int64 [B, T], y int64 [B, T].
   Batch get_batch(std::span<const int64_t> indices) const override;
-  // B windows at uniformly random offsets; row b's offset depends only on (seed, step, b).
-  Batch random_batch(int64_t batch, uint64_t seed, int64_t step) const;
+  // B windows at uniformly random offsets: rows first_row .. first_row + B - 1 of step's global
+  // batch, row g's offset a function of (seed, step, g) only.
+  Batch random_batch(int64_t batch, uint64_t seed, int64_t step, int64_t first_row = 0) const;
 
   int64_t block_size() const { return block_; }
   int64_t stride() const { return stride_; }

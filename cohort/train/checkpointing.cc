@@ -2,6 +2,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "cohort/core/logging.h"
 #include "cohort/nn/layers.h"
@@ -135,9 +138,14 @@ int64_t agree_on_step(Trainer::State& s, int64_t chosen) {
 
 // Keys that decide which samples a step sees: resuming with any of them changed would not
 // continue the same run, so it is an error naming the key (change them in a fresh run).
+// data.batch_size and train.grad_accum_steps are recorded too, but with the world size
+// (state.json "world_size") they make the global batch, and that is what must match, or
+// convert (batch_split, check_same_run).
 const char* const kResumeKeys[] = {
     "data.dataset", "data.batch_size", "data.shuffle",          "run.seed",
     "model.type",   "optim.name",      "train.grad_accum_steps"};
+constexpr char kBatchKey[] = "data.batch_size";
+constexpr char kAccumKey[] = "train.grad_accum_steps";
 
 nlohmann::json resume_keys(const Config& cfg) {
   nlohmann::json j = nlohmann::json::object();
@@ -145,10 +153,81 @@ nlohmann::json resume_keys(const Config& cfg) {
   return j;
 }
 
+// How a run splits its global batch: a step is `accum` micro-batches of `batch` samples on
+// each of `workers` ranks; one micro-batch of every rank is the loader's global micro-batch.
+struct BatchSplit {
+  int64_t batch = 0;
+  int64_t workers = 1;
+  int64_t accum = 1;
+  int64_t micro() const { return batch * workers; }
+  int64_t global() const { return batch * workers * accum; }
+  std::string describe() const {
+    return detail::str(global(), " (data.batch_size ", batch, " x ", workers,
+                       " worker(s) x train.grad_accum_steps ", accum, ")");
+  }
+};
+
+BatchSplit batch_split(const Trainer::State& s) {
+  return {s.batch, s.world->size, s.grad_accum};
+}
+
+// The split the checkpoint's run used; nullopt for a checkpoint that does not record both
+// data.batch_size and train.grad_accum_steps (its per-worker batch must match, as before).
+std::optional<BatchSplit> recorded_split(const nlohmann::json& state) {
+  if (!state.contains("resume_keys")) return std::nullopt;
+  const nlohmann::json& keys = state.at("resume_keys");
+  if (!keys.contains(kBatchKey) || !keys.contains(kAccumKey)) return std::nullopt;
+  try {
+    return BatchSplit{std::stoll(keys.at(kBatchKey).get<std::string>()),
+                      state.at("world_size").get<int64_t>(),
+                      std::stoll(keys.at(kAccumKey).get<std::string>())};
+  } catch (const std::logic_error&) {  // not a number: compare the strings, as before
+    return std::nullopt;
+  }
+}
+
+// Loader batches in an epoch for split b (the sampler pads each shard to ceil(n / workers)).
+int64_t epoch_batches(int64_t n, const BatchSplit& b) {
+  return ((n + b.workers - 1) / b.workers + b.batch - 1) / b.batch;
+}
+
+// The checkpoint's position (epoch, loader batches of it consumed per rank, in the recorded
+// split) in this run's split: the samples consumed, batch_in_epoch x the old global
+// micro-batch, in this run's global micro-batches. A finished epoch stays finished. The samples
+// must be a whole number of this run's global batches, else the error says what to set. Text
+// runs have no position (a step's rows are a function of the step): theirs is kept.
+LoopPosition convert_position(const Trainer::State& s, const ckpt::CheckpointData& d,
+                              const BatchSplit& then, LoopPosition saved) {
+  const BatchSplit now = batch_split(s);
+  if (s.data.is_text || (then.micro() == now.micro() && then.global() == now.global()))
+    return saved;
+  const int64_t n = s.data.train->size();
+  if (saved.batch_in_epoch >= epoch_batches(n, then)) return {saved.epoch, epoch_batches(n, now)};
+  const int64_t samples = saved.batch_in_epoch * then.micro();
+  if (samples % now.global() != 0) {
+    const int64_t per_worker = now.workers * now.accum;
+    std::string hint =
+        then.global() % per_worker == 0
+            ? detail::str("set data.batch_size = ", then.global() / per_worker,
+                          " to keep the global batch of ", then.global())
+            : detail::str("choose data.batch_size x workers x train.grad_accum_steps = ",
+                          then.global(), ", or a global batch that divides ", samples);
+    COHORT_CHECK_ARG(false, "cannot resume from the checkpoint of step ", d.step,
+                     ": it was written after ", samples, " samples of epoch ", saved.epoch,
+                     " with a global batch of ", then.describe(), "; this run's global batch is ",
+                     now.describe(), ", and ", samples,
+                     " is not a whole number of its steps. To resume, ", hint,
+                     " (or resume from a checkpoint taken at the end of an epoch)");
+  }
+  return {saved.epoch, samples / now.micro()};
+}
+
 void check_same_run(const Trainer::State& s, const ckpt::CheckpointData& d) {
   const nlohmann::json& j = d.state;
+  const std::optional<BatchSplit> then = recorded_split(j);
   if (j.contains("resume_keys")) {
     for (auto& [k, v] : j.at("resume_keys").items()) {
+      if (then && (k == kBatchKey || k == kAccumKey)) continue;  // the global batch, below
       std::string now = s.cfg.value_str(k);
       COHORT_CHECK_ARG(v.get<std::string>() == now, "cannot resume from the checkpoint of step ",
                        d.step, ": it was written with ", k, " = ", v.get<std::string>(),
@@ -157,17 +236,52 @@ void check_same_run(const Trainer::State& s, const ckpt::CheckpointData& d) {
     }
   }
   int written_by = j.at("world_size").get<int>();
-  int64_t batch = j.at("batch_in_epoch").get<int64_t>();
-  // Mid-epoch, the position counts batches per worker: it means other samples with another
-  // number of workers. At an epoch boundary only the data order differs.
-  COHORT_CHECK_ARG(written_by == s.world->size || batch == 0,
-                   "cannot resume from the checkpoint of step ", d.step,
-                   ": it was written mid-epoch by ", written_by, " worker(s) and this run has ",
-                   s.world->size, "; resume with ", written_by,
-                   " worker(s), or from a checkpoint taken at the end of an epoch");
-  if (written_by != s.world->size && s.world->is_chief())
-    log::warn("train", "resuming a checkpoint written by ", written_by, " worker(s) with ",
-              s.world->size, ": the data order differs from an uninterrupted run");
+  LoopPosition saved{j.at("epoch").get<int64_t>(), j.at("batch_in_epoch").get<int64_t>()};
+  if (!then) {
+    // A checkpoint without the split: mid-epoch its position counts batches per worker, which
+    // means other samples with another number of workers. At an epoch boundary only the data
+    // order differs.
+    COHORT_CHECK_ARG(written_by == s.world->size || saved.batch_in_epoch == 0,
+                     "cannot resume from the checkpoint of step ", d.step,
+                     ": it was written mid-epoch by ", written_by, " worker(s) and this run has ",
+                     s.world->size, "; resume with ", written_by,
+                     " worker(s), or from a checkpoint taken at the end of an epoch");
+    if (written_by != s.world->size && s.world->is_chief())
+      log::warn("train", "resuming a checkpoint written by ", written_by, " worker(s) with ",
+                s.world->size, ": the data order differs from an uninterrupted run");
+    return;
+  }
+  const BatchSplit now = batch_split(s);
+  const LoopPosition pos = convert_position(s, d, *then, saved);  // throws if it cannot
+  if (!s.world->is_chief()) return;
+  if (then->global() != now.global()) {
+    log::warn(
+        "train", "resuming a checkpoint written with a global batch of ", then->describe(),
+        " with ", now.describe(), ": the steps from here differ from an uninterrupted run",
+        s.data.is_text
+            ? detail::str(" (step ", d.step, " continues with ", now.global(), " rows per step)")
+            : detail::str(" (epoch ", saved.epoch, " resumes at batch ", pos.batch_in_epoch, " of ",
+                          now.micro(), " samples, after ", saved.batch_in_epoch, " of ",
+                          then->micro(), ")"));
+    return;
+  }
+  if (then->workers == now.workers && then->micro() == now.micro()) return;
+  // The same global batch split otherwise: the same samples per step, except where padding or
+  // dropout depends on the split.
+  if (!s.data.is_text) {
+    const int64_t n = s.data.train->size();
+    auto padded = [n](int64_t w) { return (n + w - 1) / w * w; };
+    if (padded(then->workers) != padded(now.workers))
+      log::warn("train", "resuming a checkpoint written by ", then->workers, " worker(s) with ",
+                now.workers, ": the ", n, " training samples are padded to ", padded(then->workers),
+                " and ", padded(now.workers),
+                ", so the last step of each epoch differs from an uninterrupted run");
+  }
+  if (s.cfg.get_float("model.dropout") > 0)
+    log::warn("train", "resuming a checkpoint written with ", then->describe(), " with ",
+              now.describe(),
+              ": dropout masks follow each worker's micro-batches, so they differ "
+              "from an uninterrupted run");
 }
 
 }  // namespace
@@ -249,6 +363,12 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
     throw InvalidArgument(detail::str("checkpoint step ", d.step, ": ", e.what()));
   }
   return {};
+}
+
+LoopPosition resume_position(const Trainer::State& s, const ckpt::CheckpointData& d,
+                             const LoopPosition& restored) {
+  const std::optional<BatchSplit> then = recorded_split(d.state);
+  return then ? convert_position(s, d, *then, restored) : restored;
 }
 
 // Rank 0 could not load the checkpoint. Every rank logs why, then all meet before anyone

@@ -43,6 +43,12 @@ inline nn::StateDict checkpoint_model_state(const ckpt::CheckpointData& d) {
 // Restores model (dropout counters included), optimizer and loop state into s; returns where
 // the loop resumes.
 LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d);
+// Where the loop resumes in this run's batches: `restored` (restore_checkpoint's result) when
+// the checkpoint's run split its global batch (data.batch_size x workers x grad_accum) into
+// loader batches the same way; else the position of the same number of samples consumed, in
+// this run's batches (restore_checkpoint has already refused a position that does not convert).
+LoopPosition resume_position(const Trainer::State& s, const ckpt::CheckpointData& d,
+                             const LoopPosition& restored);
 
 // The checkpoint to resume from, per run.resume ("auto", a path, or empty) and the restart
 // count; nullopt for a fresh start. Rank 0 chooses; every rank loads the same step directory

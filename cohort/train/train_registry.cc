@@ -108,7 +108,14 @@ void add_data_keys(ConfigRegistry& r) {
          "fashion_mnist: directory of the IDX .gz files (default: Debian's "
          "/usr/share/datasets/fashion-mnist). text: a text file (default: the King James "
          "Bible from bible-kjv-text)."});
-  r.add({"data.batch_size", T::kInt, int64_t(64), "Samples per step (per worker).", "", {}, 1.0});
+  r.add({"data.batch_size",
+         T::kInt,
+         int64_t(64),
+         "Samples per micro-batch per worker. A step's global batch is data.batch_size x "
+         "workers x train.grad_accum_steps: what a resume must keep (or convert to).",
+         "",
+         {},
+         1.0});
   r.add({"data.shuffle", T::kBool, true, "Reshuffle the training set every epoch."});
   r.add({"data.mean", T::kFloat, 0.2860, "fashion_mnist: normalisation mean."});
   r.add({"data.std", T::kFloat, 0.3530, "fashion_mnist: normalisation std.", "", {}, 1e-6});

@@ -34,15 +34,17 @@ std::string make_run_dir(const Config& cfg, bool write_config) {
 
 namespace {
 
-// Steps in one pass over this worker's share of the training data: loader batches (the
-// distributed sampler pads every shard to ceil(size / workers)), or windows for text.
-int64_t steps_per_epoch(const DataSplits& d, int64_t batch, int64_t block, int workers) {
-  if (!d.is_text) {
-    int64_t shard = (d.train->size() + workers - 1) / workers;
-    return (shard + batch - 1) / batch;  // the last batch may be short
-  }
+// Loader batches in one pass over this worker's share of the training data (the distributed
+// sampler pads every shard to ceil(size / workers)): ceil(size / (batch * workers)), the same
+// for every split of one global batch. Text: steps whose global batches (batch * workers *
+// grad_accum windows of block bytes) hold as many bytes as the training split, at least one.
+int64_t batches_per_epoch(const DataSplits& d, int64_t batch, int workers) {
+  int64_t shard = (d.train->size() + workers - 1) / workers;
+  return (shard + batch - 1) / batch;  // the last batch may be short
+}
+int64_t text_steps_per_epoch(const DataSplits& d, int64_t global_batch, int64_t block) {
   auto& text = static_cast<const data::TextDataset&>(*d.train);
-  return std::max<int64_t>(1, text.num_bytes() / (batch * block));
+  return std::max<int64_t>(1, text.num_bytes() / (global_batch * block));
 }
 
 }  // namespace
@@ -65,12 +67,15 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   s_->model = make_model(cfg);
   s_->memory.tag_parameters(*s_->model);
   s_->opt = make_optimizer(cfg, *s_->model);
-  s_->steps_per_epoch =
-      steps_per_epoch(s_->data, s_->batch, cfg.get_int("model.block_size"), s_->world->size);
   s_->grad_accum = cfg.get_int("train.grad_accum_steps");
-  s_->batches_per_epoch = s_->steps_per_epoch;
-  s_->steps_per_epoch = (s_->steps_per_epoch + s_->grad_accum - 1) / s_->grad_accum;
-  if (s_->data.is_text) s_->batches_per_epoch = s_->steps_per_epoch * s_->grad_accum;
+  if (s_->data.is_text) {
+    s_->steps_per_epoch = text_steps_per_epoch(
+        s_->data, s_->batch * s_->world->size * s_->grad_accum, cfg.get_int("model.block_size"));
+    s_->batches_per_epoch = s_->steps_per_epoch * s_->grad_accum;
+  } else {
+    s_->batches_per_epoch = batches_per_epoch(s_->data, s_->batch, s_->world->size);
+    s_->steps_per_epoch = (s_->batches_per_epoch + s_->grad_accum - 1) / s_->grad_accum;
+  }
   int64_t max_steps = cfg.get_int("train.max_steps");
   s_->total_steps = cfg.get_int("train.epochs") * s_->steps_per_epoch;
   if (max_steps > 0) s_->total_steps = std::min(s_->total_steps, max_steps);

@@ -32,19 +32,24 @@ void maybe_slow_down(const Trainer::State& s, StepTimes& t) {
 }
 
 // One optimizer step over `micro` (train.grad_accum_steps micro-batches, fewer at the end of
-// an epoch): forward and backward of each, the loss scaled so that the gradient is their mean;
-// the strategy communicates in the last backward (DDP) or after the step. Returns the mean
-// local loss.
+// an epoch): forward and backward of each, each loss weighted by its share of the step's
+// samples so that the gradient is the mean over all of them (a short last micro-batch counts
+// for its samples: the step equals one batch of their total, whatever the split); the strategy
+// communicates in the last backward (DDP) or after the step. Returns the mean local loss.
 double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTimes& t) {
   s.model->train();
   s.strategy->zero_grad();
+  int64_t step_samples = 0;
+  for (const data::Batch& b : micro) step_samples += b.y.size(0);
   double loss_sum = 0;
   for (size_t m = 0; m < micro.size(); ++m) {
     auto t0 = Clock::now();
     Tensor loss = nn::cross_entropy(s.strategy->forward(micro[m].x), micro[m].y);
     auto t1 = Clock::now();
-    loss_sum += double(loss.item<float>());
-    if (micro.size() > 1) loss = ops::mul_scalar(loss, 1.0 / double(micro.size()));
+    // Equal micro-batches: weight 1 / micro.size(), exactly (the division is correctly rounded).
+    const double weight = double(micro[m].y.size(0)) / double(step_samples);
+    loss_sum += double(loss.item<float>()) * weight;
+    if (micro.size() > 1) loss = ops::mul_scalar(loss, weight);
     s.strategy->backward(loss, /*sync=*/m + 1 == micro.size());
     auto t1e = Clock::now();
     t.forward_s += std::chrono::duration<double>(t1 - t0).count();
@@ -67,7 +72,7 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
   t.bytes_sent = c.bytes_sent;
   t.bytes_received = c.bytes_received;
   maybe_slow_down(s, t);
-  return loss_sum / double(micro.size());
+  return loss_sum;
 }
 
 void log_eval(Trainer::State& s, Progress& p, const EvalResult& r, int64_t epoch) {
@@ -209,9 +214,14 @@ void Trainer::run_text(Progress& p) {
   while (more) {
     auto t0 = Clock::now();
     std::vector<data::Batch> micro;
-    for (int64_t m = 0; m < s.grad_accum; ++m) {  // every micro-batch of every rank differs
-      int64_t index = (s.step * s.grad_accum + m) * s.world->size + s.world->rank;
-      micro.push_back(text.random_batch(s.batch, seed, index));
+    // The step's global batch is rows 0 .. batch * workers * grad_accum - 1 of the step's draw
+    // (row g a function of run.seed, step and g): micro-batch m of rank r takes its rows
+    // (m * workers + r) * batch onwards, so the step sees the same rows for any split of the
+    // same global batch over workers and micro-batches.
+    const int64_t micro_rows = s.batch * s.world->size;
+    for (int64_t m = 0; m < s.grad_accum; ++m) {
+      const int64_t first_row = m * micro_rows + s.world->rank * s.batch;
+      micro.push_back(text.random_batch(s.batch, seed, s.step, first_row));
     }
     int64_t epoch = s.step / s.steps_per_epoch;
     if (s.tracer) trace_span(s, "data", t0, Clock::now());

@@ -88,7 +88,7 @@ void Trainer::start_run() {
   if (s.strategy->start_step() > 0) return rejoin_at(s.strategy->start_step());
   std::optional<ckpt::CheckpointData> d = find_resume_checkpoint(s);
   if (d) {
-    s.resume_pos = s.pos = restore_checkpoint(s, *d);
+    s.resume_pos = s.pos = resume_position(s, *d, restore_checkpoint(s, *d));
     s.start_step = s.last_saved_step = s.step;
     s.last_saved_pos = s.resume_pos;
     if (chief) drop_checkpoints_after(*s.ckpt, s.step);

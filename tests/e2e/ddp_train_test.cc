@@ -299,18 +299,25 @@ TEST(DdpTrain, ExplicitResumeThenRestartContinuesFromTheNewestCheckpoint) {
   EXPECT_EQ(newest_checkpoint(d / "e").filename(), "step-0000000014");
 }
 
-TEST(DdpTrain, ResumingWithADifferentBatchOrWorkerCountIsRefused) {
+// What must match on resume is the global batch (data.batch_size x workers x grad_accum), or
+// one that the samples consumed (160 after step 5 of 1 x 32) convert to; other keys must match.
+TEST(DdpTrain, ResumingWithAGlobalBatchThatDoesNotConvertIsRefused) {
   fs::path d = fresh_dir("mismatch");
   CliResult first = run_cli(job(d, "m") + " --set ckpt.every_steps=5 --set train.max_steps=5");
   ASSERT_EQ(first.status, 0) << first.output;
-  CliResult batch = run_cli(job(d, "m") + " --set data.batch_size=16 --resume auto");
+  CliResult batch = run_cli(job(d, "m") + " --set data.batch_size=48 --resume auto");
   EXPECT_EQ(batch.status, 2) << batch.output;
-  EXPECT_TRUE(contains(batch, "data.batch_size = 32, this run has data.batch_size = 16"))
+  EXPECT_TRUE(contains(batch, "written after 160 samples of epoch 0 with a global batch of 32"))
       << batch.output;
+  EXPECT_TRUE(contains(batch, "this run's global batch is 48")) << batch.output;
   CliResult workers = run_cli(job(d, "m") + " --workers 2 --resume auto");
   EXPECT_NE(workers.status, 0) << workers.output;
-  EXPECT_TRUE(contains(workers, "written mid-epoch by 1 worker(s) and this run has 2"))
+  EXPECT_TRUE(contains(workers, "set data.batch_size = 16 to keep the global batch of 32"))
       << workers.output;
+  CliResult shuffle = run_cli(job(d, "m") + " --set data.shuffle=false --resume auto");
+  EXPECT_EQ(shuffle.status, 2) << shuffle.output;
+  EXPECT_TRUE(contains(shuffle, "data.shuffle = true, this run has data.shuffle = false"))
+      << shuffle.output;
 }
 
 // A fresh run in a directory that holds an earlier run's checkpoints moves them aside (a

@@ -104,8 +104,10 @@ TEST(GradAccum, DdpCommunicatesOncePerStep) {
   EXPECT_NEAR(bytes_b / bytes_a, 0.5, 0.05) << bytes_a << " vs " << bytes_b;
 }
 
-// A step means k micro-batches: resuming with another k would shift the schedule and the end.
-TEST(GradAccum, ResumingWithAnotherAccumulationIsRefused) {
+// A step means k micro-batches: another k is another global batch, whose steps must start
+// where the checkpoint's samples end (64 after 2 steps of 32): 3 x 32 does not, and the error
+// says so.
+TEST(GradAccum, ResumingWithAnAccumulationThatDoesNotConvertIsRefused) {
   fs::path d = fresh_dir("accum_resume");
   std::string job =
       "train /dev/null --set data.dataset=synthetic --set data.synthetic_samples=256"
@@ -114,10 +116,13 @@ TEST(GradAccum, ResumingWithAnotherAccumulationIsRefused) {
       d.string() + " --set run.name=r";
   CliResult first = run_cli(job + " --set train.max_steps=2");
   ASSERT_EQ(first.status, 0) << first.output;
-  CliResult again = run_cli(job + " --set train.grad_accum_steps=2 --resume auto");
+  CliResult again = run_cli(job + " --set train.grad_accum_steps=3 --resume auto");
   EXPECT_EQ(again.status, 2) << again.output;
-  EXPECT_NE(again.output.find("train.grad_accum_steps = 1, this run has "
-                              "train.grad_accum_steps = 2"),
+  EXPECT_NE(again.output.find("this run's global batch is 96 (data.batch_size 32 x 1 worker(s) "
+                              "x train.grad_accum_steps 3)"),
+            std::string::npos)
+      << again.output;
+  EXPECT_NE(again.output.find("choose data.batch_size x workers x train.grad_accum_steps = 32"),
             std::string::npos)
       << again.output;
 }

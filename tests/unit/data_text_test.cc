@@ -81,6 +81,24 @@ TEST(Text, RandomBatchesDependOnlyOnSeedAndStep) {
   }
 }
 
+// Row g of a step's global batch is the same whichever worker draws it: a batch of 6 is rows
+// 0..5, and two batches of 3 starting at rows 0 and 3 (two workers) are the same rows.
+TEST(Text, RandomBatchRowsDependOnTheirGlobalRowOnly) {
+  TempDir dir;
+  std::string path = dir.file("c.txt");
+  write_bytes(path, corpus(500));
+  auto train = TextDataset::load(path, TextSplit::kTrain, {.block_size = 16});
+  auto whole = train.random_batch(6, 42, 3).x.to_vector<int64_t>();
+  auto first = train.random_batch(3, 42, 3, 0).x.to_vector<int64_t>();
+  auto second = train.random_batch(3, 42, 3, 3).x.to_vector<int64_t>();
+  first.insert(first.end(), second.begin(), second.end());
+  EXPECT_EQ(first, whole);
+  auto y_whole = train.random_batch(6, 42, 3).y.to_vector<int64_t>();
+  auto y_last = train.random_batch(1, 42, 3, 5).y.to_vector<int64_t>();
+  EXPECT_TRUE(std::equal(y_last.begin(), y_last.end(), y_whole.end() - 16));
+  EXPECT_THROW(train.random_batch(3, 42, 3, -1), InvalidArgument);
+}
+
 TEST(Text, BadInputs) {
   TempDir dir;
   std::string path = dir.file("tiny.txt");

@@ -14,9 +14,12 @@
 
 #include "tests/e2e/run_cli.h"
 #include "tests/e2e/run_dirs.h"
+#include "tests/e2e/run_losses.h"
 
 namespace fs = std::filesystem;
 using cohort::testing::CliResult;
+using cohort::testing::expect_same_losses;
+using cohort::testing::global_losses;
 using cohort::testing::run_cli;
 
 namespace {
@@ -58,36 +61,6 @@ std::string gpt(const fs::path& dir, const fs::path& text, const std::string& na
          " --set train.max_steps=12 --set train.sample_bytes=0 --set train.eval_every=0"
          " --set ckpt.every_steps=4" +
          common(dir, name);
-}
-
-// step -> the mean over ranks of the step's loss (every rank logs its own micro-batches' mean;
-// the ranks' shares are equal, so their mean is the loss of the global batch).
-std::map<int64_t, double> global_losses(const fs::path& run, int workers) {
-  std::map<int64_t, double> sum;
-  for (int r = 0; r < workers; ++r) {
-    fs::path f = run / (r == 0 ? std::string("metrics.jsonl")
-                               : "metrics.rank" + std::to_string(r) + ".jsonl");
-    std::ifstream in(f);
-    EXPECT_TRUE(in.is_open()) << f;
-    std::map<int64_t, double> mine;  // a resumed run appends: the last record of a step wins
-    std::string line;
-    while (std::getline(in, line)) {
-      auto j = nlohmann::json::parse(line);
-      if (j["event"] == "step") mine[j["step"].get<int64_t>()] = j["loss"].get<double>();
-    }
-    for (auto [step, loss] : mine) sum[step] += loss / workers;
-  }
-  return sum;
-}
-
-// Steps first..last of `resumed` against the same steps of `full`, within 1e-5 relative.
-void expect_same_losses(const std::map<int64_t, double>& full,
-                        const std::map<int64_t, double>& resumed, int64_t first, int64_t last) {
-  for (int64_t step = first; step <= last; ++step) {
-    ASSERT_TRUE(full.count(step)) << "uninterrupted run has no step " << step;
-    ASSERT_TRUE(resumed.count(step)) << "resumed run has no step " << step;
-    EXPECT_NEAR(resumed.at(step), full.at(step), 1e-5 * std::abs(full.at(step))) << "step " << step;
-  }
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 //   auto s = parallel::make_strategy("ddp", {model, opt, group, cfg});
 //   for (micro-batch m of k) {
 //     Tensor loss = nn::cross_entropy(s->forward(x_m), y_m);
-//     s->backward(ops::mul(loss, 1.0 / k), /*sync=*/m == k - 1);
+//     s->backward(ops::mul_scalar(loss, 1.0 / k), /*sync=*/m == k - 1);
 //   }
 //   s->clip_grad_norm(1.0);  // optional
 //   s->step();

@@ -39,7 +39,14 @@ ZeroEngine::ZeroEngine(nn::Module& model, const optim::Optimizer& user_optimizer
                      "zero: parameter '", name, "' must be a contiguous float32 tensor");
   }
   auto max_numel = int64_t(options.unit_mb * double(1 << 20) / 4);
-  for (UnitPlan& p : plan_units(model, std::max<int64_t>(1, max_numel))) build_unit(std::move(p));
+  std::optional<std::string> shared;
+  std::vector<UnitPlan> plans = plan_units(model, std::max<int64_t>(1, max_numel), &shared);
+  // Stage 3 frees a unit's parameters outside its module: a parameter another unit's module
+  // also uses would be read while freed.
+  COHORT_CHECK_ARG(options.stage != 3 || !shared, "zero.stage = 3: parameter '", *shared,
+                   "' is shared by modules of two units (tied weights); raise zero.unit_mb so "
+                   "that both modules fall in one unit, or use stage 1 or 2");
+  for (UnitPlan& p : plans) build_unit(std::move(p));
   make_shard_optimizer(user_optimizer);
 }
 

@@ -1,5 +1,6 @@
 #include "cohort/parallel/zero_units.h"
 
+#include <optional>
 #include <unordered_set>
 
 namespace cohort::parallel {
@@ -14,14 +15,20 @@ struct Planner {
     return prefix.empty() ? name : prefix + "." + name;
   }
 
-  // Adds the untaken parameters of `params` (names relative to `prefix`) as one unit.
+  // Adds the untaken parameters of `params` (names relative to `prefix`) as one unit; one
+  // already taken by an earlier unit is a shared parameter (recorded in `shared`).
   void add_unit(const std::string& prefix, nn::Module* module, const nn::NamedTensors& params) {
     UnitPlan u{prefix, module, {}};
     for (const auto& [name, t] : params) {
-      if (taken.insert(&t.impl()).second) u.params.emplace_back(join(prefix, name), t);
+      if (taken.insert(&t.impl()).second) {
+        u.params.emplace_back(join(prefix, name), t);
+      } else if (!shared) {
+        shared = join(prefix, name);
+      }
     }
     if (!u.params.empty()) units.push_back(std::move(u));
   }
+  std::optional<std::string> shared;
 
   // The module's own parameters: its named_parameters() less those of its children.
   static nn::NamedTensors direct_params(nn::Module& m) {
@@ -48,9 +55,11 @@ struct Planner {
 
 }  // namespace
 
-std::vector<UnitPlan> plan_units(nn::Module& root, int64_t max_unit_numel) {
-  Planner p{max_unit_numel, {}, {}};
+std::vector<UnitPlan> plan_units(nn::Module& root, int64_t max_unit_numel,
+                                 std::optional<std::string>* shared) {
+  Planner p{max_unit_numel, {}, {}, {}};
   p.plan("", root);
+  if (shared) *shared = p.shared;
   return std::move(p.units);
 }
 

@@ -9,6 +9,7 @@
 // its own direct parameters, if any, and each child is planned the same way. A parameter shared
 // by several modules belongs to the first unit that holds it.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,9 @@ struct UnitPlan {
   nn::NamedTensors params;  // full names, registration order
 };
 
-std::vector<UnitPlan> plan_units(nn::Module& root, int64_t max_unit_numel);
+// `shared`, when given, gets the name (in the unit that did not get it) of the first parameter
+// that modules of two units share (tied weights), or nullopt.
+std::vector<UnitPlan> plan_units(nn::Module& root, int64_t max_unit_numel,
+                                 std::optional<std::string>* shared = nullptr);
 
 }  // namespace cohort::parallel

@@ -1,6 +1,8 @@
 #pragma once
 // Helpers for DDP tests: ranks as threads, each with its own Communicator and ProcessGroup over
 // one HashStore (DESIGN convention 8), plus deterministic data and parameter snapshots.
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -63,6 +65,16 @@ inline std::string compare_params(const nn::Module& got, const nn::Module& want,
     }
   }
   return "";
+}
+
+// max |a - b| / max |b| over two flattened parameter lists of one size.
+inline double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, double(std::abs(a[i] - b[i])));
+    scale = std::max(scale, double(std::abs(b[i])));
+  }
+  return diff / scale;
 }
 
 // A deterministic classification batch: x [rows, features] ~ N(0,1), y in [0, classes).

@@ -159,15 +159,6 @@ Trajectory train_zero(const Model& spec, int world, ZeroOptions o) {
   return run;
 }
 
-double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 1e-30;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, double(std::abs(a[i] - b[i])));
-    scale = std::max(scale, double(std::abs(b[i])));
-  }
-  return diff / scale;
-}
-
 // Float32 sums in another order differ in the last bits, and training amplifies that: AdamW
 // divides by sqrt(v) of near-zero gradients. So ZeRO is held to DDP on the same ranks (both
 // average the same gradients: ZeRO's losses stay within 1e-7 of DDP's, measured) and to one

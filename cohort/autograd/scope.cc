@@ -27,7 +27,13 @@ const std::shared_ptr<const Scope>& current_scope() {
 ScopeGuard::ScopeGuard(std::shared_ptr<const Scope> scope)
     : prev_(t_scope), observer_(scope->observer.lock()) {
   t_scope = std::make_shared<const Scope>(Scope{scope->name, prev_, scope->observer});
-  if (observer_) observer_->begin(*t_scope, Pass::forward);
+  if (!observer_) return;
+  try {
+    observer_->begin(*t_scope, Pass::forward);
+  } catch (...) {  // the destructor will not run: put the enclosing scope back
+    t_scope = std::move(prev_);
+    throw;
+  }
 }
 
 ScopeGuard::~ScopeGuard() {

@@ -38,12 +38,11 @@ std::vector<ckpt::TensorPiece> ZeroEngine::optimizer_pieces() const {
 }
 
 std::map<std::string, double> ZeroEngine::optimizer_scalars() const {
-  const optim::OptimizerState st = shard_opt_->export_state();
   std::map<std::string, double> out{{"lr", shard_opt_->lr()}};
-  for (const Unit& u : units_) {
-    auto it = st.scalars.find(unit_key(u) + ".step");
-    if (it == st.scalars.end() || it->second == 0) continue;
-    for (const auto& [name, param] : u.plan.params) out[name + ".step"] = it->second;
+  for (size_t k = 0; k < units_.size(); ++k) {
+    const int64_t step = shard_opt_->step_count(k);  // the shard optimizer's parameter k: unit k
+    if (step == 0) continue;
+    for (const auto& [name, param] : units_[k].plan.params) out[name + ".step"] = double(step);
   }
   return out;
 }
@@ -100,23 +99,55 @@ void ZeroEngine::load_optimizer(const ckpt::ShardedView& view,
   shard_opt_->import_state(st);
 }
 
+// Stages 1 and 2 hold every parameter in its unit's buffer: the module loads them. Stage 3
+// checks the whole dict first (all-or-nothing, as Module::load_state_dict), then fills one unit
+// at a time, so that a resume holds one unit's full parameters beside the dict, not all.
 void ZeroEngine::load_model(const nn::StateDict& state) {
   drain();
-  for (Unit& u : units_) {
-    if (u.flat.impl().storage->released()) {
-      u.flat.impl().storage->reacquire();
-      u.flat.zero_();  // the padding
-    }
+  if (options_.stage != 3) {
+    model_.load_state_dict(state);
+    return;
   }
-  model_.load_state_dict(state);
-  if (options_.stage != 3) return;
+  check_model_state(state);
+  nn::StateDict buffers;
+  for (const auto& [name, t] : model_.named_buffers()) buffers[name] = state.at(name);
+  model_.load_state_dict(buffers, {.strict = false});
   autograd::NoGradGuard no_grad;
   for (Unit& u : units_) {
+    const bool was_released = u.flat.impl().storage->released();
+    u.flat.impl().storage->reacquire();
+    u.flat.zero_();  // the padding
+    for (size_t i = 0; i < u.plan.params.size(); ++i) {
+      const auto& [name, p] = u.plan.params[i];
+      range_of(u.flat, u.layout.offset(i), p.numel()).copy_(state.at(name));
+    }
     const int64_t S = u.layout.shard_size();
     u.shard.copy_(range_of(u.flat, rank_ * S, S));
-    u.gathered = true;
+    if (was_released && !hold_) u.flat.impl().storage->release();
   }
-  if (!hold_) release_idle();
+}
+
+// Every parameter and buffer of the model in `state` with its shape, and nothing else; one
+// InvalidArgument listing every problem otherwise.
+void ZeroEngine::check_model_state(const nn::StateDict& state) const {
+  std::string problems;
+  std::map<std::string, Shape> want;
+  for (const auto& [name, t] : model_.named_parameters()) want[name] = t.shape();
+  for (const auto& [name, t] : model_.named_buffers()) want[name] = t.shape();
+  for (const auto& [name, shape] : want) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      problems += detail::str("; missing '", name, "'");
+    } else if (it->second.shape() != shape) {
+      problems += detail::str("; '", name, "' has shape ", shape_str(it->second.shape()),
+                              ", the model's is ", shape_str(shape));
+    }
+  }
+  for (const auto& [name, t] : state) {
+    if (!want.count(name)) problems += detail::str("; unexpected '", name, "'");
+  }
+  COHORT_CHECK_ARG(problems.empty(), model_.type_name(), ": the state does not fit the model",
+                   problems);
 }
 
 }  // namespace cohort::parallel

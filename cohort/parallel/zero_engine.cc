@@ -178,6 +178,13 @@ void ZeroEngine::zero_grad() {
 void ZeroEngine::abandon_pass() noexcept {
   in_pass_ = false;
   drain();
+  for (Unit& u : units_) {
+    if (options_.stage != 1) u.flat_grad.impl().storage->release();
+    if (options_.stage == 3 && u.in_use == 0 && !hold_) {
+      u.flat.impl().storage->release();
+      u.gathered = false;
+    }
+  }
 }
 
 void ZeroEngine::drain() noexcept {

@@ -94,6 +94,7 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   void hold_gathered();
   // A checkpoint's full parameters into the units (stage 3: into the shards; no communication).
   void load_model(const nn::StateDict& state);
+  void check_model_state(const nn::StateDict& state) const;
 
   int stage() const { return options_.stage; }
   int world() const { return world_; }

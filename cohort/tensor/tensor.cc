@@ -85,8 +85,8 @@ void Storage::release() {
 
 void Storage::reacquire() {
   if (data_ != nullptr || nbytes_ == 0) return;
-  data_ = CpuAllocator::instance().allocate(nbytes_, &rounded_,
-                                            kind_.load(std::memory_order_relaxed));
+  data_ =
+      CpuAllocator::instance().allocate(nbytes_, &rounded_, kind_.load(std::memory_order_relaxed));
 }
 
 TensorImpl& Tensor::impl() const {
@@ -114,7 +114,14 @@ void Tensor::check_dtype(DType want, const char* what) const {
 }
 
 void* Tensor::raw_data() const {
+  if (impl().storage->released()) throw_released();
   return static_cast<char*>(impl().storage->data()) + impl().offset * dtype_size(dtype());
+}
+
+void Tensor::throw_released() {
+  throw InvalidArgument(
+      "a tensor's memory was released (a ZeRO-3 parameter read outside its module's forward "
+      "or backward?)");
 }
 
 template <typename T>

@@ -110,6 +110,7 @@ class Tensor {
   template <typename T>
   T* data() const {
     check_dtype(dtype_of<T>(), "data<T>()");
+    if (impl().storage->released()) throw_released();
     return static_cast<T*>(impl().storage->data()) + impl().offset;
   }
   void* raw_data() const;  // untyped pointer to element 0 of this view
@@ -158,6 +159,8 @@ class Tensor {
   std::string str() const;  // "Tensor[float32 [2, 3]]" plus up to a few values
 
   TensorImpl& impl() const;
+  // InvalidArgument: the storage's memory was given back (Storage::release).
+  [[noreturn]] static void throw_released();
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool same(const Tensor& o) const { return impl_ == o.impl_; }
 

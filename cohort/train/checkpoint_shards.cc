@@ -60,12 +60,13 @@ nn::StateDict model_state_of(const ckpt::ShardedView& view) {
 }
 
 std::map<std::string, Tensor> optimizer_tensors_of(const ckpt::ShardedView& view,
+                                                   bool with_optimizer,
                                                    NamedTensors* strategy_tensors) {
   std::map<std::string, Tensor> out;
   for (const std::string& name : view.names("optimizer")) {
     if (name.rfind(kStrategyPrefix, 0) == 0) {
       strategy_tensors->emplace_back(name, view.full("optimizer", name));
-    } else {
+    } else if (with_optimizer) {
       out[name] = view.full("optimizer", name);
     }
   }

@@ -21,8 +21,10 @@ inline constexpr char kStrategyPrefix[] = "strategy/";
 
 // The model's parameters and buffers, whole, from a checkpoint of any layout.
 nn::StateDict model_state_of(const ckpt::ShardedView& view);
-// The optimizer's tensors ("<param>.<slot>"), whole; the strategy's ("strategy/...") apart.
+// The optimizer's tensors ("<param>.<slot>"), whole (none when `with_optimizer` is false: a
+// sharding strategy reads its own ranges); the strategy's ("strategy/...") apart.
 std::map<std::string, Tensor> optimizer_tensors_of(const ckpt::ShardedView& view,
+                                                   bool with_optimizer,
                                                    NamedTensors* strategy_tensors);
 
 }  // namespace cohort::train

@@ -341,7 +341,7 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
     s.strategy->load_model(checkpoint_model_state(d, view));
     NamedTensors strategy_tensors;
     optim::OptimizerState os;
-    os.tensors = optimizer_tensors_of(view, &strategy_tensors);
+    os.tensors = optimizer_tensors_of(view, !s.strategy->shards_optimizer(), &strategy_tensors);
     os.scalars = j.at("optimizer_scalars").get<std::map<std::string, double>>();
     const std::optional<parallel::StrategyState> strategy =
         take_strategy_state(*s.strategy, d, strategy_tensors, s.world->rank, s.world->size);

@@ -204,6 +204,8 @@ void Trainer::run_epochs(Progress& p) {
       save_checkpoint();
     }
   }
+  // The epochs ran out before the step count did (a resume that converted the position).
+  if (more) s.strategy->finish_training();
 }
 
 void Trainer::run_text(Progress& p) {

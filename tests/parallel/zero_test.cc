@@ -77,6 +77,8 @@ TEST(ZeroStageThree, KeepsOnlyItsShardBetweenUses) {
     auto [x, y] = batch(0, 4);
     zero.backward(nn::cross_entropy(zero.forward(x), y), true);
     zero.step();
+    // A parameter read outside its module is an error, not a read of freed memory.
+    EXPECT_THROW(model.named_parameters()[0].second.to_vector<float>(), InvalidArgument);
     for (const auto& u : zero.engine().units()) {
       EXPECT_TRUE(u.flat.impl().storage->released()) << u.plan.name;
       EXPECT_TRUE(u.flat_grad.impl().storage->released()) << u.plan.name;

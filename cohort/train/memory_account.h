@@ -5,8 +5,8 @@
 // The trainer tags what the allocation sites cannot know: the model's parameters once they
 // exist, the gradients after each step's backward (optimizer state is tagged by the optimizer
 // itself, DDP buckets by the reducer). The summary reports the bytes in use at the end of the
-// last step and the peaks over the training steps (and the run's peak apart). The allocator is the process's: ranks run as threads
-// of one process share its counts and its limit.
+// last step and the peaks over the training steps (and the run's peak apart). The allocator is the
+// process's: ranks run as threads of one process share its counts and its limit.
 #include <string>
 #include <vector>
 

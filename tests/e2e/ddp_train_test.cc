@@ -22,6 +22,7 @@
 
 namespace fs = std::filesystem;
 using cohort::testing::CliResult;
+using cohort::testing::contains;
 using cohort::testing::read_bytes;
 using cohort::testing::run_cli;
 
@@ -51,10 +52,6 @@ std::map<int64_t, double> step_losses(const fs::path& metrics) {
     if (j["event"] == "step") out[j["step"].get<int64_t>()] = j["loss"].get<double>();
   }
   return out;
-}
-
-bool contains(const CliResult& r, const std::string& s) {
-  return r.output.find(s) != std::string::npos;
 }
 
 // Processes whose command line mentions `needle` (a test's unique directory).

@@ -24,10 +24,6 @@ inline std::string gossip_job(const std::filesystem::path& dir, const std::strin
          dir.string() + " --set run.name=" + name;
 }
 
-inline bool contains(const CliResult& r, const std::string& s) {
-  return r.output.find(s) != std::string::npos;
-}
-
 // consensus_distance of every step record that has one, in order.
 inline std::vector<double> consensus(const std::filesystem::path& metrics) {
   std::vector<double> out;

@@ -18,6 +18,7 @@
 
 namespace fs = std::filesystem;
 using cohort::testing::CliResult;
+using cohort::testing::contains;
 using cohort::testing::ps_job;
 using cohort::testing::run_cli;
 
@@ -25,10 +26,6 @@ namespace {
 
 const std::string kPs =
     " --set parallel.strategy=ps --set optim.momentum=0.9 --workers 2 --servers 2";
-
-bool contains(const CliResult& r, const std::string& s) {
-  return r.output.find(s) != std::string::npos;
-}
 
 nlohmann::json summary(const fs::path& run) {
   return cohort::testing::last_record(run / "metrics.jsonl", "summary");

@@ -19,14 +19,11 @@
 
 namespace fs = std::filesystem;
 using cohort::testing::CliResult;
+using cohort::testing::contains;
 using cohort::testing::newest_checkpoint;
 using cohort::testing::run_cli;
 
 namespace {
-
-bool contains(const CliResult& r, const std::string& s) {
-  return r.output.find(s) != std::string::npos;
-}
 
 std::string job(const fs::path& dir, const std::string& name, int batch) {
   return cohort::testing::ps_job(dir, name, batch);

@@ -32,6 +32,11 @@ inline CliResult run_shell(const std::string& command) {
   return r;
 }
 
+// True when the command's output holds `s`.
+inline bool contains(const CliResult& r, const std::string& s) {
+  return r.output.find(s) != std::string::npos;
+}
+
 inline CliResult run_cli(const std::string& args) {
   return run_shell(std::string(COHORT_BIN) + " " + args);
 }

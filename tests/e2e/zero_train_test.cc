@@ -16,6 +16,7 @@
 
 namespace fs = std::filesystem;
 using cohort::testing::CliResult;
+using cohort::testing::contains;
 using cohort::testing::expect_same_losses;
 using cohort::testing::global_losses;
 using cohort::testing::run_cli;
@@ -24,10 +25,6 @@ namespace {
 
 fs::path fresh_dir(const std::string& name) {
   return cohort::testing::fresh_dir("cohort_zero_e2e_", name);
-}
-
-bool contains(const CliResult& r, const std::string& s) {
-  return r.output.find(s) != std::string::npos;
 }
 
 std::string bytes_of(const fs::path& f) {

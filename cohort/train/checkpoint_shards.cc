@@ -1,5 +1,6 @@
 #include "cohort/train/checkpoint_shards.h"
 
+#include <optional>
 #include <sstream>
 
 namespace cohort::train {
@@ -14,21 +15,39 @@ std::string piece_key(const ckpt::TensorPiece& p) {
   return os.str();
 }
 
+// A non-negative integer, all of `text`; nullopt for anything else.
+std::optional<int64_t> parse_count(const std::string& text) {
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
 ckpt::TensorPiece parse_piece_key(const std::string& key, const Tensor& data, int rank) {
+  auto bad = [&] {
+    return IoError(detail::str("checkpoint: rank ", rank, " sent a piece named '", key,
+                               "', expected <section>/<name>@<begin>@<d0>x<d1>..."));
+  };
   size_t shape_at = key.rfind('@');
-  size_t begin_at = shape_at == std::string::npos ? shape_at : key.rfind('@', shape_at - 1);
   size_t slash = key.find('/');
-  COHORT_CHECK_IO(begin_at != std::string::npos && slash != std::string::npos && slash < begin_at,
-                  "checkpoint: rank ", rank, " sent a piece named '", key,
-                  "', expected <section>/<name>@<begin>@<shape>");
+  if (shape_at == std::string::npos || shape_at == 0 || slash == std::string::npos) throw bad();
+  size_t begin_at = key.rfind('@', shape_at - 1);
+  if (begin_at == std::string::npos || begin_at <= slash) throw bad();
   ckpt::TensorPiece p;
   p.section = key.substr(0, slash);
   p.name = key.substr(slash + 1, begin_at - slash - 1);
-  p.begin = std::stoll(key.substr(begin_at + 1, shape_at - begin_at - 1));
-  std::string dims = key.substr(shape_at + 1);
-  for (size_t at = 0; !dims.empty() && at <= dims.size();) {
+  auto begin = parse_count(key.substr(begin_at + 1, shape_at - begin_at - 1));
+  if (!begin) throw bad();
+  p.begin = *begin;
+  const std::string dims = key.substr(shape_at + 1);
+  for (size_t at = 0; !dims.empty();) {
     size_t x = dims.find('x', at);
-    p.global_shape.push_back(std::stoll(dims.substr(at, x - at)));
+    auto d = parse_count(dims.substr(at, x == std::string::npos ? std::string::npos : x - at));
+    if (!d) throw bad();
+    p.global_shape.push_back(*d);
     if (x == std::string::npos) break;
     at = x + 1;
   }

@@ -60,5 +60,25 @@ void fill_(Tensor& t, const Init& rule, uint64_t seed) {
   }
 }
 
+void fill_shard_(Tensor& t, const Init& rule, uint64_t seed, const ShardSpec& spec) {
+  if (!spec.sharded() || rule.kind == Init::Kind::kConstant) return fill_(t, rule, seed);
+  COHORT_CHECK_ARG(t.dtype() == DType::f32 && t.is_contiguous(),
+                   "init: expected a contiguous float32 tensor, got ", t.str());
+  COHORT_CHECK_ARG(rule.kind != Init::Kind::kUniform || rule.a <= rule.b,
+                   "init: uniform bounds reversed: ", rule.str());
+  COHORT_CHECK_ARG(rule.kind != Init::Kind::kNormal || rule.b >= 0, "init: negative std in ",
+                   rule.str());
+  autograd::NoGradGuard no_grad;
+  const std::vector<int64_t> at = full_indices(t.shape(), spec);
+  Philox g(seed);
+  float* dst = t.data<float>();
+  // The same float arithmetic as fill_ (tensor.cc's uniform, randn then mean + std * z).
+  const float a = float(rule.a), w = float(rule.b - rule.a), std = float(rule.b);
+  for (size_t i = 0; i < at.size(); ++i) {
+    const uint64_t k = uint64_t(at[i]);
+    dst[i] = rule.kind == Init::Kind::kUniform ? a + w * g.uniform(k) : a + std * g.normal(k);
+  }
+}
+
 }  // namespace init
 }  // namespace cohort::nn

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cohort/nn/shard.h"
 #include "cohort/tensor/tensor.h"
 
 namespace cohort::nn {
@@ -35,6 +36,9 @@ namespace init {
 // Fills `t` (f32, contiguous, outside the graph) in place from `rule` with Philox(seed).
 // In place so that handles already held by an optimizer or DDP keep seeing the parameter.
 void fill_(Tensor& t, const Init& rule, uint64_t seed);
+// Fills a shard (shard.h) with exactly its elements of what fill_ would draw for the full
+// tensor: element i of the full tensor is Philox draw i, wherever it lives.
+void fill_shard_(Tensor& t, const Init& rule, uint64_t seed, const ShardSpec& spec);
 
 // The seed a parameter named `full_name` gets under model seed `seed`.
 uint64_t param_seed(uint64_t seed, const std::string& full_name);

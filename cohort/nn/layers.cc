@@ -112,6 +112,10 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
   register_module(std::to_string(size()), std::move(module));
 }
 
+void Sequential::push_back(const std::string& name, std::shared_ptr<Module> module) {
+  register_module(name, std::move(module));
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
   for (const auto& [name, child] : named_children()) y = (*child)(y);

@@ -155,6 +155,8 @@ class Sequential : public Module {
   Sequential() = default;
   explicit Sequential(std::vector<std::shared_ptr<Module>> modules);
   void push_back(std::shared_ptr<Module> module);
+  // Under a name of its own (a pipeline stage's blocks keep the whole model's numbers).
+  void push_back(const std::string& name, std::shared_ptr<Module> module);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Sequential"; }
   size_t size() const { return named_children().size(); }

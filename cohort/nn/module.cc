@@ -47,14 +47,16 @@ void Module::check_new_name(const std::string& name) const {
   COHORT_CHECK_ARG(!taken, type_name(), ": name '", name, "' is already registered");
 }
 
-Tensor Module::register_parameter(const std::string& name, Tensor value, std::optional<Init> rule) {
+Tensor Module::register_parameter(const std::string& name, Tensor value, std::optional<Init> rule,
+                                  ShardSpec shard) {
   check_new_name(name);
   COHORT_CHECK_ARG(value.defined() && value.dtype() == DType::f32 && value.is_contiguous(),
                    type_name(), ": parameter '", name, "' must be a contiguous float32 tensor");
   COHORT_CHECK_ARG(value.is_leaf(), type_name(), ": parameter '", name,
                    "' must be a leaf tensor (detach it first)");
   value.set_requires_grad(true);
-  params_.push_back({name, value, rule});
+  if (shard.sharded()) full_shape(value.shape(), shard);  // checks the spec fits
+  params_.push_back({name, value, rule, shard});
   return value;
 }
 
@@ -81,6 +83,19 @@ void Module::collect_params(const std::string& prefix, NamedTensors& out) const 
 void Module::collect_buffers(const std::string& prefix, NamedTensors& out) const {
   for (const auto& [name, b] : buffers_) out.emplace_back(join(prefix, name), b);
   for (const auto& [name, child] : children_) child->collect_buffers(join(prefix, name), out);
+}
+
+void Module::collect_shards(const std::string& prefix,
+                            std::map<std::string, ShardSpec>& out) const {
+  for (const ParamEntry& e : params_)
+    if (e.shard.sharded()) out[join(prefix, e.name)] = e.shard;
+  for (const auto& [name, child] : children_) child->collect_shards(join(prefix, name), out);
+}
+
+std::map<std::string, ShardSpec> Module::shard_specs() const {
+  std::map<std::string, ShardSpec> out;
+  collect_shards("", out);
+  return out;
 }
 
 NamedTensors Module::named_parameters() const {
@@ -131,7 +146,8 @@ void Module::zero_grad(ZeroGrad mode) {
 
 void Module::reset_below(const std::string& prefix, uint64_t seed) {
   for (ParamEntry& e : params_) {
-    if (e.rule) init::fill_(e.value, *e.rule, init::param_seed(seed, join(prefix, e.name)));
+    if (e.rule)
+      init::fill_shard_(e.value, *e.rule, init::param_seed(seed, join(prefix, e.name)), e.shard);
   }
   for (auto& [name, child] : children_) child->reset_below(join(prefix, name), seed);
 }

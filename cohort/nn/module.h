@@ -87,6 +87,10 @@ class Module {
   void set_init(const std::string& name, const Init& rule);
   const Init& init_rule(const std::string& name) const;
 
+  // Full name -> ShardSpec of every sharded parameter below this module (none for an ordinary
+  // model): what a tensor-parallel checkpoint joins and cuts.
+  std::map<std::string, ShardSpec> shard_specs() const;
+
   // Parameters and buffers by full name. The tensors share storage with the module (like
   // torch's state_dict); clone them to keep a snapshot.
   StateDict state_dict() const;
@@ -101,8 +105,10 @@ class Module {
  protected:
   // Adds a parameter (made a leaf with requires_grad). With a rule, reset_parameters refills
   // it; without one it keeps the values given. Returns the handle (shares the tensor).
+  // A sharded parameter (tensor parallelism) passes its ShardSpec: reset_parameters fills it with
+  // its slice of the full tensor's draw, and checkpoints join it with the other shards.
   Tensor register_parameter(const std::string& name, Tensor value,
-                            std::optional<Init> rule = std::nullopt);
+                            std::optional<Init> rule = std::nullopt, ShardSpec shard = {});
   Tensor register_buffer(const std::string& name, Tensor value);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -115,11 +121,13 @@ class Module {
     std::string name;
     Tensor value;
     std::optional<Init> rule;
+    ShardSpec shard;
   };
   void check_new_name(const std::string& name) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect_params(const std::string& prefix, NamedTensors& out) const;
   void collect_buffers(const std::string& prefix, NamedTensors& out) const;
+  void collect_shards(const std::string& prefix, std::map<std::string, ShardSpec>& out) const;
   void reset_below(const std::string& prefix, uint64_t seed);
   Tensor traced_forward(const Tensor& x);
 

@@ -5,6 +5,7 @@
 
 #include "cohort/autograd/node.h"
 #include "cohort/core/rng.h"
+#include "cohort/nn/loss.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::nn {
@@ -12,9 +13,20 @@ namespace {
 
 constexpr double kInitStd = 0.02;
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+std::shared_ptr<GptLayers> layers_of(const GptOptions& o) {
+  return o.layers ? o.layers : std::make_shared<GptLayers>();
+}
+
+// GPT-2's init: weights N(0, std), biases 0.
+template <typename M>
+std::shared_ptr<M> with_init(std::shared_ptr<M> m, double std) {
+  m->set_init("weight", Init::normal(0.0, std));
+  for (const auto& [name, t] : m->named_parameters())
+    if (name == "bias") m->set_init("bias", Init::zeros());
+  return m;
+}
+double resid_std(const GptOptions& o) {
+  return kInitStd / std::sqrt(2.0 * double(o.n_layer));
 }
 
 void check_options(const GptOptions& o) {
@@ -26,6 +38,14 @@ void check_options(const GptOptions& o) {
                    " must be divisible by n_head ", o.n_head);
   COHORT_CHECK_ARG(o.dropout >= 0.0 && o.dropout < 1.0, "GPT: dropout must be in [0, 1), got ",
                    o.dropout);
+  const int64_t end = o.range.end < 0 ? o.n_layer : o.range.end;
+  COHORT_CHECK_ARG(o.range.begin >= 0 && o.range.begin < end && end <= o.n_layer,
+                   "GPT: layer range [", o.range.begin, ", ", end,
+                   ") must be a non-empty part of the ", o.n_layer, " layers");
+  const int64_t shards = o.layers ? o.layers->shards() : 1;
+  COHORT_CHECK_ARG(o.n_head % shards == 0 && o.n_embd % shards == 0 && o.vocab_size % shards == 0,
+                   "GPT: ", shards, " tensor-parallel shards must divide n_head (", o.n_head,
+                   "), n_embd (", o.n_embd, ") and vocab_size (", o.vocab_size, ")");
 }
 
 // Restores a module's training mode when a scope ends (generate runs in eval mode).
@@ -43,16 +63,32 @@ class TrainingModeGuard {
 
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GptOptions& opt)
-    : n_head_(opt.n_head), n_embd_(opt.n_embd) {
-  qkv_ = register_module("qkv", std::make_shared<Linear>(n_embd_, 3 * n_embd_));
-  proj_ = register_module("proj", std::make_shared<Linear>(n_embd_, n_embd_));
+std::shared_ptr<Module> GptLayers::column(int64_t in, int64_t out, int64_t parts, bool bias) {
+  return std::make_shared<Linear>(in, out, LinearOptions{bias});
+}
+std::shared_ptr<Module> GptLayers::row(int64_t in, int64_t out, bool bias) {
+  return std::make_shared<Linear>(in, out, LinearOptions{bias});
+}
+std::shared_ptr<Module> GptLayers::embedding(int64_t num, int64_t dim) {
+  return std::make_shared<Embedding>(num, dim);
+}
+Tensor GptLayers::cross_entropy(const Tensor& logits, const Tensor& targets) {
+  return nn::cross_entropy(logits, targets);
+}
+
+CausalSelfAttention::CausalSelfAttention(const GptOptions& opt) {
+  auto layers = layers_of(opt);
+  n_head_ = opt.n_head / layers->shards();
+  n_embd_ = opt.n_embd / layers->shards();
+  const int64_t C = opt.n_embd;
+  qkv_ = register_module("qkv", with_init(layers->column(C, 3 * C, 3, true), kInitStd));
+  proj_ = register_module("proj", with_init(layers->row(C, C, true), resid_std(opt)));
   drop_ = register_module("drop", std::make_shared<Dropout>(opt.dropout));
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
-  COHORT_CHECK_ARG(x.dim() == 3 && x.size(2) == n_embd_, "CausalSelfAttention: input ",
-                   shape_str(x.shape()), " must be [B, T, ", n_embd_, "]");
+  COHORT_CHECK_ARG(x.dim() == 3, "CausalSelfAttention: input ", shape_str(x.shape()),
+                   " must be [B, T, C]");
   const int64_t B = x.size(0), T = x.size(1), C = n_embd_, H = n_head_, Dh = C / H;
   // [B, T, 3C] -> [B, T, 3, H, Dh] -> [3, B, H, T, Dh]: one copy, then q/k/v are contiguous
   // slices of it (split has a single backward that writes all three gradients).
@@ -67,8 +103,10 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 }
 
 GptMlp::GptMlp(const GptOptions& opt) {
-  fc_ = register_module("fc", std::make_shared<Linear>(opt.n_embd, 4 * opt.n_embd));
-  proj_ = register_module("proj", std::make_shared<Linear>(4 * opt.n_embd, opt.n_embd));
+  auto layers = layers_of(opt);
+  const int64_t C = opt.n_embd;
+  fc_ = register_module("fc", with_init(layers->column(C, 4 * C, 1, true), kInitStd));
+  proj_ = register_module("proj", with_init(layers->row(4 * C, C, true), resid_std(opt)));
   drop_ = register_module("drop", std::make_shared<Dropout>(opt.dropout));
 }
 
@@ -90,33 +128,31 @@ Tensor GptBlock::forward(const Tensor& x) {
 
 GPT::GPT(GptOptions opt) : opt_(opt) {
   check_options(opt_);
-  wte_ = register_module("wte", std::make_shared<Embedding>(opt_.vocab_size, opt_.n_embd));
-  wpe_ = register_module("wpe", std::make_shared<Embedding>(opt_.block_size, opt_.n_embd));
-  drop_ = register_module("drop", std::make_shared<Dropout>(opt_.dropout));
+  layers_ = layers_of(opt_);
+  opt_.layers = layers_;
+  begin_ = opt_.range.begin;
+  end_ = opt_.range.end < 0 ? opt_.n_layer : opt_.range.end;
+  if (has_embedding()) {
+    wte_ = register_module("wte",
+                           with_init(layers_->embedding(opt_.vocab_size, opt_.n_embd), kInitStd));
+    wpe_ = register_module(
+        "wpe", with_init(std::make_shared<Embedding>(opt_.block_size, opt_.n_embd), kInitStd));
+    drop_ = register_module("drop", std::make_shared<Dropout>(opt_.dropout));
+  }
   blocks_ = register_module("blocks", std::make_shared<Sequential>());
-  for (int64_t i = 0; i < opt_.n_layer; ++i) blocks_->push_back(std::make_shared<GptBlock>(opt_));
-  ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(opt_.n_embd));
-  lm_head_ = register_module(
-      "lm_head", std::make_shared<Linear>(opt_.n_embd, opt_.vocab_size, LinearOptions{false}));
-  apply_gpt_init();
+  for (int64_t i = begin_; i < end_; ++i)
+    blocks_->push_back(std::to_string(i), std::make_shared<GptBlock>(opt_));
+  if (has_head()) {
+    ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(opt_.n_embd));
+    lm_head_ = register_module(
+        "lm_head", with_init(layers_->column(opt_.n_embd, opt_.vocab_size, 1, false), kInitStd));
+  }
   reset_parameters(opt_.seed);
   reseed_dropouts(*this, opt_.seed);
 }
 
-void GPT::apply_gpt_init() {
-  const double resid_std = kInitStd / std::sqrt(2.0 * double(opt_.n_layer));
-  for (auto& [name, m] : named_modules()) {
-    if (auto* lin = dynamic_cast<Linear*>(m)) {
-      bool resid = ends_with(name, "attn.proj") || ends_with(name, "mlp.proj");
-      lin->set_init("weight", Init::normal(0.0, resid ? resid_std : kInitStd));
-      if (lin->bias().defined()) lin->set_init("bias", Init::zeros());
-    } else if (auto* emb = dynamic_cast<Embedding*>(m)) {
-      emb->set_init("weight", Init::normal(0.0, kInitStd));
-    }
-  }
-}
-
-Tensor GPT::forward(const Tensor& idx) {
+// idx int64 [B, T] -> [B, T, C]: token plus position embeddings, dropout.
+Tensor GPT::embed(const Tensor& idx) {
   COHORT_CHECK_ARG(idx.dtype() == DType::i64 && idx.dim() == 2, "GPT: idx must be int64 [B, T], ",
                    "got ", dtype_name(idx.dtype()), " ", shape_str(idx.shape()));
   const int64_t T = idx.size(1);
@@ -124,8 +160,21 @@ Tensor GPT::forward(const Tensor& idx) {
                    " must be in [1, block_size = ", opt_.block_size, "] (idx ",
                    shape_str(idx.shape()), ")");
   Tensor pos = arange(T, DType::i64);
-  Tensor x = (*wte_)(idx) + (*wpe_)(pos);  // [B, T, C] + [T, C]
-  x = (*blocks_)((*drop_)(x));
+  return (*drop_)((*wte_)(idx) + (*wpe_)(pos));  // [B, T, C] + [T, C]
+}
+
+Tensor GPT::forward(const Tensor& in) {
+  Tensor x = in;
+  if (has_embedding()) {
+    x = embed(in);
+  } else {
+    COHORT_CHECK_ARG(in.dtype() == DType::f32 && in.dim() == 3 && in.size(2) == opt_.n_embd,
+                     "GPT stage from layer ", begin_, ": input must be float32 [B, T, ",
+                     opt_.n_embd, "] (the previous stage's activations), got ",
+                     dtype_name(in.dtype()), " ", shape_str(in.shape()));
+  }
+  x = (*blocks_)(x);
+  if (!has_head()) return x;
   return (*lm_head_)((*ln_f_)(x));  // [B, T, V]
 }
 
@@ -166,6 +215,10 @@ std::vector<int64_t> GPT::generate_tokens(std::vector<int64_t> tokens, const Gen
   for (int64_t t : tokens)
     COHORT_CHECK_ARG(t >= 0 && t < opt_.vocab_size, "GPT::generate: token ", t,
                      " outside the vocabulary [0, ", opt_.vocab_size, ")");
+  COHORT_CHECK_ARG(has_embedding() && has_head() && layers_->shards() == 1,
+                   "GPT::generate needs the whole model in one process (this one holds layers [",
+                   begin_, ", ", end_, ") of ", opt_.n_layer, " in ", layers_->shards(),
+                   " tensor-parallel shard(s))");
   autograd::NoGradGuard no_grad;
   TrainingModeGuard eval_mode(*this, false);
   for (int64_t n = 0; n < opt.max_new_tokens; ++n) {

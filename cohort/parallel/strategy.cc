@@ -1,9 +1,34 @@
 #include "cohort/parallel/strategy.h"
 
+#include "cohort/nn/loss.h"
+#include "cohort/ops/ops.h"
 #include "cohort/optim/clip.h"
 #include "cohort/parallel/builtin_strategies.h"
 
 namespace cohort::parallel {
+
+// Each loss is weighted by its micro-batch's share of the step's samples so that the gradient is
+// the mean over all of them (a short last micro-batch counts for its samples: the step equals
+// one batch of their total, whatever the split); the strategy communicates in the last backward
+// (DDP) or after the step.
+ForwardBackwardResult Strategy::forward_backward(const std::vector<MicroBatch>& micro) {
+  using Clock = std::chrono::steady_clock;
+  ForwardBackwardResult r;
+  for (size_t m = 0; m < micro.size(); ++m) {
+    auto t0 = Clock::now();
+    Tensor loss = nn::cross_entropy(forward(micro[m].x), micro[m].y);
+    auto t1 = Clock::now();
+    r.loss += double(loss.item<float>()) * micro[m].weight;
+    if (micro.size() > 1) loss = ops::mul_scalar(loss, micro[m].weight);
+    backward(loss, /*sync=*/m + 1 == micro.size());
+    auto t2 = Clock::now();
+    r.forward_s += std::chrono::duration<double>(t1 - t0).count();
+    r.backward_s += std::chrono::duration<double>(t2 - t1).count();
+    r.phases.push_back({"forward", t0, t1});
+    r.phases.push_back({"backward", t1, t2});
+  }
+  return r;
+}
 
 void Strategy::backward(const Tensor& loss, bool /*sync*/) {
   loss.backward();

@@ -18,10 +18,12 @@
 // in any of them except state() and load_state(): state() is called on rank 0 alone (it writes
 // the checkpoint, after prepare_checkpoint() on every rank), load_state() on every rank with
 // rank 0's state. The default implementations are those of single-process training.
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -58,6 +60,27 @@ struct StrategyContext {
   int restarts_alone = 0;
 };
 
+// One micro-batch of a step: inputs, targets, and its share of the step's samples (the
+// weights of a step sum to 1, so the step's gradient is the mean over all its samples).
+struct MicroBatch {
+  Tensor x, y;
+  double weight = 1;
+};
+
+// A stretch of a step's work, for the run's timeline ("forward", "backward", "pipeline").
+struct StepPhase {
+  const char* name = "";
+  std::chrono::steady_clock::time_point from, to;
+};
+
+// What forward_backward did: the step's loss (the weighted mean over its micro-batches, as
+// this rank's model replica sees it) and where the time went.
+struct ForwardBackwardResult {
+  double loss = 0;
+  double forward_s = 0, backward_s = 0;
+  std::vector<StepPhase> phases;
+};
+
 // Communication of the last step, for the step metrics (train/step_metrics.h).
 struct StrategyStats {
   double comm_s = 0;     // time collectives ran
@@ -88,6 +111,14 @@ class Strategy {
   virtual std::string name() const = 0;
   // The model's forward (through a wrapper where the strategy has one).
   virtual Tensor forward(const Tensor& x) { return model_.forward(x); }
+  // A step's forward and backward over its micro-batches, gradients left for clip_grad_norm()
+  // and step(). The default runs each micro-batch's forward(), cross-entropy and backward(),
+  // weighted, with sync on the last; a pipeline runs its schedule over the stages instead, and
+  // tensor parallelism computes the loss over the sharded vocabulary.
+  virtual ForwardBackwardResult forward_backward(const std::vector<MicroBatch>& micro);
+  // The model's output for evaluation (no gradients recorded): [batch..., classes] on every
+  // rank. A model split over ranks assembles it (the last stage's logits, the whole vocabulary).
+  virtual Tensor eval_forward(const Tensor& x) { return model_(x); }
   // Backward of one micro-batch's loss. `sync` is false for all but the last micro-batch of a
   // step (gradient accumulation): a data-parallel strategy communicates only when it is true.
   virtual void backward(const Tensor& loss, bool sync);

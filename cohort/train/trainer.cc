@@ -111,7 +111,7 @@ EvalResult Trainer::evaluate() {
   int64_t n_batches = 0;
   for (auto& b : loader) {
     if (max_batches > 0 && n_batches++ >= max_batches) break;
-    Tensor logits = (*s_->model)(b.x);
+    Tensor logits = s_->strategy->eval_forward(b.x);
     int64_t n = b.y.numel();
     loss_sum += double(nn::cross_entropy(logits, b.y).item<float>()) * double(n);
     r.samples += n;

@@ -32,32 +32,24 @@ void maybe_slow_down(const Trainer::State& s, StepTimes& t) {
 }
 
 // One optimizer step over `micro` (train.grad_accum_steps micro-batches, fewer at the end of
-// an epoch): forward and backward of each, each loss weighted by its share of the step's
-// samples so that the gradient is the mean over all of them (a short last micro-batch counts
-// for its samples: the step equals one batch of their total, whatever the split); the strategy
-// communicates in the last backward (DDP) or after the step. Returns the mean local loss.
+// an epoch), each weighted by its share of the step's samples (Strategy::forward_backward).
+// Returns the step's loss.
 double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTimes& t) {
   s.model->train();
   s.strategy->zero_grad();
   int64_t step_samples = 0;
   for (const data::Batch& b : micro) step_samples += b.y.size(0);
-  double loss_sum = 0;
-  for (size_t m = 0; m < micro.size(); ++m) {
-    auto t0 = Clock::now();
-    Tensor loss = nn::cross_entropy(s.strategy->forward(micro[m].x), micro[m].y);
-    auto t1 = Clock::now();
+  std::vector<parallel::MicroBatch> parts;
+  for (const data::Batch& b : micro) {
     // Equal micro-batches: weight 1 / micro.size(), exactly (the division is correctly rounded).
-    const double weight = double(micro[m].y.size(0)) / double(step_samples);
-    loss_sum += double(loss.item<float>()) * weight;
-    if (micro.size() > 1) loss = ops::mul_scalar(loss, weight);
-    s.strategy->backward(loss, /*sync=*/m + 1 == micro.size());
-    auto t1e = Clock::now();
-    t.forward_s += std::chrono::duration<double>(t1 - t0).count();
-    t.backward_s += std::chrono::duration<double>(t1e - t1).count();
-    trace_span(s, "forward", t0, t1);
-    trace_span(s, "backward", t1, t1e);
-    t.samples += micro[m].y.size(0);
+    parts.push_back({b.x, b.y, double(b.y.size(0)) / double(step_samples)});
+    t.samples += b.y.size(0);
   }
+  parallel::ForwardBackwardResult fb = s.strategy->forward_backward(parts);
+  t.forward_s += fb.forward_s;
+  t.backward_s += fb.backward_s;
+  for (const parallel::StepPhase& ph : fb.phases) trace_span(s, ph.name, ph.from, ph.to);
+  const double loss_sum = fb.loss;
   s.memory.after_backward();
   auto t2 = Clock::now();
   double clip = s.cfg.get_float("optim.clip_grad_norm");

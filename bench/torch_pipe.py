@@ -3,11 +3,12 @@
 the GPT of examples/kjv_gpt.toml.
 
 torch.distributed.pipeline.sync.Pipe is not the peer: it is torchgpipe, one process driving
-several devices (each stage's module placed on its own device, micro-batches moved between them
-by copy streams), and it needs the RPC framework initialised even then. It has no way to put
-stages in separate processes, which is what cohort's pipeline does (one stage per rank). So this
-peer writes the GPipe schedule by hand with torch.distributed's point-to-point calls, as
-Megatron-LM and DeepSpeed do.
+every stage (each stage's module on its own device, micro-batches handed between them), and it
+needs the RPC framework initialised even so. On this CPU it runs (checked with torch 1.13:
+rpc.init_rpc with world_size 1, Pipe(nn.Sequential(...), chunks=4), forward and backward), but
+with every stage in the one process; it cannot put stages in separate processes, which is what
+cohort's pipeline does (one stage per rank). So this peer writes the GPipe schedule by hand with
+torch.distributed's point-to-point calls, as Megatron-LM and DeepSpeed do.
 
 S processes (--stages, default 2; torch.multiprocessing spawn, gloo over 127.0.0.1 on a free
 port), one thread each, hold consecutive slices of the GPT of bench/torch_gpt.py (cohort's GPT

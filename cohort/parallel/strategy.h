@@ -31,6 +31,7 @@
 #include "cohort/comm/process_group.h"
 #include "cohort/core/config.h"
 #include "cohort/nn/module.h"
+#include "cohort/parallel/mesh.h"
 #include "cohort/optim/optimizer.h"
 #include "cohort/rendezvous/bootstrap.h"
 #include "cohort/rendezvous/store.h"
@@ -58,6 +59,9 @@ struct StrategyContext {
   int rank = 0;
   int world_size = 1;
   int restarts_alone = 0;
+  // The device mesh when the model is split over ranks (parallel.pp or parallel.tp > 1; the
+  // "model_parallel" strategy); null otherwise.
+  std::shared_ptr<const DeviceMesh> mesh = nullptr;
 };
 
 // One micro-batch of a step: inputs, targets, and its share of the step's samples (the
@@ -152,6 +156,10 @@ class Strategy {
   // whatever world size and strategy wrote the checkpoint. The others keep the defaults: the
   // trainer saves and restores the optimizer itself.
   virtual bool shards_optimizer() const { return false; }
+  // Likewise for the model (a model split over ranks): each rank's model_pieces(), section
+  // "model", replace rank 0's state_dict in checkpoints. Collective, like optimizer_pieces().
+  virtual bool shards_model() const { return false; }
+  virtual std::vector<ckpt::TensorPiece> model_pieces() const { return {}; }
   virtual std::vector<ckpt::TensorPiece> optimizer_pieces() const { return {}; }
   virtual std::map<std::string, double> optimizer_scalars() const { return {}; }
   virtual void load_optimizer(const ckpt::ShardedView& view,

@@ -112,8 +112,10 @@ StrategySnapshot snapshot_strategy(Trainer::State& s) {
   snap.state = s.strategy->state();
   if (snap.state.per_rank) snap.per_rank = gather_to_chief(s, snap.state.tensors);
   if (s.strategy->shards_optimizer()) {
-    std::vector<NamedTensors> all =
-        gather_to_chief(s, encode_pieces(s.strategy->optimizer_pieces()));
+    // A model split over ranks (Strategy::shards_model) sends its pieces along.
+    std::vector<ckpt::TensorPiece> mine = s.strategy->model_pieces();
+    for (ckpt::TensorPiece& p : s.strategy->optimizer_pieces()) mine.push_back(std::move(p));
+    std::vector<NamedTensors> all = gather_to_chief(s, encode_pieces(mine));
     for (size_t r = 0; r < all.size(); ++r)
       snap.optimizer_pieces.push_back(decode_pieces(all[r], int(r)));
     snap.optimizer_scalars = s.strategy->optimizer_scalars();
@@ -168,7 +170,7 @@ struct BatchSplit {
 };
 
 BatchSplit batch_split(const Trainer::State& s) {
-  return {s.batch, s.world->size, s.grad_accum};
+  return {s.batch, s.world->data_size, s.grad_accum};
 }
 
 // The split the checkpoint's run used; nullopt for a checkpoint that does not record both
@@ -179,7 +181,7 @@ std::optional<BatchSplit> recorded_split(const nlohmann::json& state) {
   if (!keys.contains(kBatchKey) || !keys.contains(kAccumKey)) return std::nullopt;
   try {
     return BatchSplit{std::stoll(keys.at(kBatchKey).get<std::string>()),
-                      state.at("world_size").get<int64_t>(),
+                      state.value("data_workers", state.at("world_size").get<int64_t>()),
                       std::stoll(keys.at(kAccumKey).get<std::string>())};
   } catch (const std::logic_error&) {  // not a number: compare the strings, as before
     return std::nullopt;
@@ -311,7 +313,8 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                                         const StrategySnapshot& strategy) {
   ckpt::CheckpointData d;
   d.step = s.step;
-  d.model = to_named(s.model->state_dict());
+  // A model split over ranks comes from every rank's pieces (snapshot_strategy).
+  if (!s.strategy->shards_model()) d.model = to_named(s.model->state_dict());
   // A sharded optimizer's state comes from every rank's pieces (snapshot_strategy).
   const bool sharded = s.strategy->shards_optimizer();
   optim::OptimizerState os = sharded ? optim::OptimizerState{} : s.opt->export_state();
@@ -325,6 +328,7 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                            {"loss_ema", s.loss_ema},
                            {"optimizer_scalars", os.scalars},
                            {"world_size", s.world->size},
+                           {"data_workers", s.world->data_size},
                            {"resume_keys", resume_keys(s.cfg)},
                            {"config", s.cfg.to_toml()}};
   capture_strategy(s.strategy->name(), strategy, d);

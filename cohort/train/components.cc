@@ -8,6 +8,7 @@
 #include "cohort/nn/models/mlp.h"
 #include "cohort/optim/adamw.h"
 #include "cohort/optim/sgd.h"
+#include "cohort/parallel/model_parallel_strategy.h"
 
 namespace cohort::train {
 
@@ -77,14 +78,57 @@ std::shared_ptr<nn::Module> make_model(const Config& cfg) {
     return std::make_shared<nn::MLP>(sizes, nn::MlpOptions{seed});
   }
   if (type == "cnn") return std::make_shared<nn::CNN>(nn::CnnOptions{seed});
+  return std::make_shared<nn::GPT>(gpt_options(cfg));
+}
+
+std::shared_ptr<const parallel::DeviceMesh> make_mesh(const Config& cfg, TrainWorld& world) {
+  world.data_rank = world.rank;
+  world.data_size = world.size;
+  const parallel::MeshShape want{int(cfg.get_int("parallel.dp")), int(cfg.get_int("parallel.pp")),
+                                 int(cfg.get_int("parallel.tp"))};
+  const std::string& strategy = cfg.get_string("parallel.strategy");
+  if (want.pp * want.tp == 1 && strategy != "model_parallel") return nullptr;
+  COHORT_CHECK_ARG(strategy == "ddp" || strategy == "model_parallel", "config: parallel.pp = ",
+                   want.pp, " and parallel.tp = ", want.tp,
+                   " split the model over ranks, which the `model_parallel` strategy does (with "
+                   "data parallelism over parallel.dp); parallel.strategy = \"",
+                   strategy, "\" cannot be combined with it");
+  COHORT_CHECK_ARG(cfg.get_string("model.type") == "gpt", "config: parallel.pp and parallel.tp ",
+                   "split a GPT (model.type = \"gpt\"), not model.type = \"",
+                   cfg.get_string("model.type"), "\"");
+  COHORT_CHECK_ARG(world.group != nullptr || world.size == 1,
+                   "config: parallel.pp / parallel.tp need a process group");
+  parallel::resolve_mesh(want, world.size);  // the error names the keys before any collective
+  if (!world.group) {
+    auto mesh = std::make_shared<parallel::DeviceMesh>();
+    mesh->shape = parallel::resolve_mesh(want, 1);
+    return mesh;
+  }
+  auto mesh = std::make_shared<parallel::DeviceMesh>(parallel::make_device_mesh(world.group, want));
+  world.data_rank = mesh->coord.dp;
+  world.data_size = mesh->shape.dp;
+  return mesh;
+}
+
+std::string strategy_name(const Config& cfg, const parallel::DeviceMesh* mesh) {
+  return mesh ? "model_parallel" : cfg.get_string("parallel.strategy");
+}
+
+std::shared_ptr<nn::Module> make_model(const Config& cfg, const parallel::DeviceMesh& mesh) {
+  const int64_t micro = std::max<int64_t>(
+      1, cfg.get_int("data.batch_size") / std::max<int64_t>(1, cfg.get_int("pipeline.micro_batches")));
+  return parallel::make_gpt_chunks(gpt_options(cfg), mesh, cfg, micro);
+}
+
+nn::GptOptions gpt_options(const Config& cfg) {
   nn::GptOptions o;
   o.n_layer = cfg.get_int("model.n_layer");
   o.n_head = cfg.get_int("model.n_head");
   o.n_embd = cfg.get_int("model.n_embd");
   o.block_size = cfg.get_int("model.block_size");
   o.dropout = cfg.get_float("model.dropout");
-  o.seed = seed;
-  return std::make_shared<nn::GPT>(o);
+  o.seed = uint64_t(cfg.get_int("run.seed"));
+  return o;
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& cfg, nn::Module& model) {

@@ -5,9 +5,12 @@
 
 #include "cohort/core/config.h"
 #include "cohort/data/dataset.h"
+#include "cohort/nn/models/gpt.h"
 #include "cohort/nn/module.h"
 #include "cohort/optim/optimizer.h"
 #include "cohort/optim/schedule.h"
+#include "cohort/parallel/mesh.h"
+#include "cohort/train/world.h"
 
 namespace cohort::train {
 
@@ -22,6 +25,18 @@ struct DataSplits {
 void check_combination(const Config& cfg);
 DataSplits make_data(const Config& cfg);
 std::shared_ptr<nn::Module> make_model(const Config& cfg);
+// The GPT's options from model.* and run.seed.
+nn::GptOptions gpt_options(const Config& cfg);
+// When the model is split over ranks (parallel.pp or parallel.tp > 1, or parallel.strategy =
+// "model_parallel"): the device mesh of parallel.dp x pp x tp, with world.data_rank and
+// data_size set to this rank's data-parallel coordinates; null otherwise. Collective over the
+// world group. InvalidArgument for a mesh that does not fit the job or the model, or a split
+// model under another strategy than "ddp" (the default) or "model_parallel".
+std::shared_ptr<const parallel::DeviceMesh> make_mesh(const Config& cfg, TrainWorld& world);
+// The strategy parallel.strategy names, "model_parallel" when a mesh splits the model.
+std::string strategy_name(const Config& cfg, const parallel::DeviceMesh* mesh);
+// This rank's part of the GPT under `mesh` (parallel/model_parallel_strategy.h).
+std::shared_ptr<nn::Module> make_model(const Config& cfg, const parallel::DeviceMesh& mesh);
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& cfg, nn::Module& model);
 // The same optimizer over any named tensors (a parameter server's slice of the model).
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& cfg, optim::NamedParams params);

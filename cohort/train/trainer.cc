@@ -64,16 +64,18 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   COHORT_CHECK_ARG(s_->data.is_text || s_->data.train->size() >= s_->batch,
                    "config: data.batch_size ", s_->batch, " is larger than the training set (",
                    s_->data.train->size(), " samples)");
-  s_->model = make_model(cfg);
+  s_->mesh = make_mesh(cfg, *s_->world);  // collective when the model is split
+  s_->model = s_->mesh ? make_model(cfg, *s_->mesh) : make_model(cfg);
   s_->memory.tag_parameters(*s_->model);
   s_->opt = make_optimizer(cfg, *s_->model);
   s_->grad_accum = cfg.get_int("train.grad_accum_steps");
   if (s_->data.is_text) {
     s_->steps_per_epoch = text_steps_per_epoch(
-        s_->data, s_->batch * s_->world->size * s_->grad_accum, cfg.get_int("model.block_size"));
+        s_->data, s_->batch * s_->world->data_size * s_->grad_accum,
+        cfg.get_int("model.block_size"));
     s_->batches_per_epoch = s_->steps_per_epoch * s_->grad_accum;
   } else {
-    s_->batches_per_epoch = batches_per_epoch(s_->data, s_->batch, s_->world->size);
+    s_->batches_per_epoch = batches_per_epoch(s_->data, s_->batch, s_->world->data_size);
     s_->steps_per_epoch = (s_->batches_per_epoch + s_->grad_accum - 1) / s_->grad_accum;
   }
   int64_t max_steps = cfg.get_int("train.max_steps");
@@ -85,9 +87,9 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   std::shared_ptr<rendezvous::Store> store =
       s_->world->joined ? s_->world->joined->store.store : nullptr;
   s_->strategy = parallel::make_strategy(
-      cfg.get_string("parallel.strategy"),
+      strategy_name(cfg, s_->mesh.get()),
       {*s_->model, *s_->opt, s_->world->group, cfg, store, &env, s_->total_steps, s_->world->rank,
-       s_->world->size, s_->world->worker_restarts});
+       s_->world->size, s_->world->worker_restarts, s_->mesh});
   // Parameter-server workers have no group (they must not wait for each other): no watch.
   s_->stragglers = StragglerWatch(straggler_options(cfg), s_->world->group);
 }

@@ -141,7 +141,7 @@ bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, i
   s.samples += t.samples;
   double sps = double(s.samples) / std::max(s.train_seconds, 1e-9);
   s.loss_ema = s.step == 1 ? loss : 0.95 * s.loss_ema + 0.05 * loss;
-  p.step(s.step, epoch, s.loss_ema, sps * s.world->size);
+  p.step(s.step, epoch, s.loss_ema, sps * s.world->data_size);
   if (s.step % s.cfg.get_int("run.log_every") == 0) log_step(s, loss, epoch, sps);
   s.pos = {epoch, batch_index + 1};
   int64_t every = s.cfg.get_int("ckpt.every_steps");
@@ -162,8 +162,8 @@ void Trainer::run_epochs(Progress& p) {
                          .seed = uint64_t(s.cfg.get_int("run.seed")),
                          .drop_last = false,
                          .prefetch = int(s.cfg.get_int("data.prefetch"))};
-  if (s.world->size > 1)
-    lo.sampler = data::DistributedSampler(s.world->rank, s.world->size,
+  if (s.world->data_size > 1)
+    lo.sampler = data::DistributedSampler(s.world->data_rank, s.world->data_size,
                                           {.shuffle = lo.shuffle, .seed = lo.seed});
   data::Loader loader(s.data.train, lo);
   bool more = s.step < s.total_steps;
@@ -212,9 +212,9 @@ void Trainer::run_text(Progress& p) {
     // (row g a function of run.seed, step and g): micro-batch m of rank r takes its rows
     // (m * workers + r) * batch onwards, so the step sees the same rows for any split of the
     // same global batch over workers and micro-batches.
-    const int64_t micro_rows = s.batch * s.world->size;
+    const int64_t micro_rows = s.batch * s.world->data_size;
     for (int64_t m = 0; m < s.grad_accum; ++m) {
-      const int64_t first_row = m * micro_rows + s.world->rank * s.batch;
+      const int64_t first_row = m * micro_rows + s.world->data_rank * s.batch;
       micro.push_back(text.random_batch(s.batch, seed, s.step, first_row));
     }
     int64_t epoch = s.step / s.steps_per_epoch;

@@ -45,6 +45,7 @@ struct Trainer::State {
   MemoryAccount memory;
   std::unique_ptr<TrainWorld> world;  // first: outlives the DDP that uses its group
   DataSplits data;
+  std::shared_ptr<const parallel::DeviceMesh> mesh;  // when the model is split over ranks
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::LrSchedule> schedule;

@@ -57,6 +57,8 @@ std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvM
   w->joined = comm::join_world(env, o);
   w->rank = w->joined->rank;
   w->size = w->joined->size;
+  w->data_rank = w->rank;
+  w->data_size = w->size;
   if (o.store_only) return w;
   if (!mpi && w->size == 1) return w;  // a job of one: no gradients to average
   if (w->joined->comm) calibrate(cfg, *w->joined->comm, env);

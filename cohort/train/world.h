@@ -21,6 +21,10 @@ namespace cohort::train {
 struct TrainWorld {
   int rank = 0;  // of joined (0 and 1 without it); read all over the trainer
   int size = 1;
+  // Which share of the data this rank trains on, out of how many: rank and size, except when
+  // the model is split over ranks (parallel.pp, parallel.tp), whose pieces read the same data.
+  int data_rank = 0;
+  int data_size = 1;
   int restart_count = 0;  // COHORT_RESTART_COUNT: attempts before this one (`--max-restarts`)
   // COHORT_WORKER_RESTARTS: how often this worker alone was restarted (parameter-server jobs,
   // whose workers form no group: parallel.strategy = "ps" joins the store only).

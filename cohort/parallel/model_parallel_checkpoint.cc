@@ -1,0 +1,137 @@
+// The "model_parallel" strategy's checkpoints: whole tensors (each stage's, joined over its tp
+// group) written by the stage's dp-0, tp-0 rank; loaded by cutting what this rank holds.
+#include <nlohmann/json.hpp>
+
+#include "cohort/autograd/node.h"
+#include "cohort/parallel/model_parallel_strategy.h"
+#include "cohort/parallel/tensor_parallel.h"
+
+namespace cohort::parallel {
+namespace {
+
+ckpt::TensorPiece whole_piece(const std::string& section, const std::string& name,
+                              const Tensor& t) {
+  return {.section = section,
+          .name = name,
+          .global_shape = t.shape(),
+          .begin = 0,
+          .data = t.contiguous().clone().reshape({t.numel()})};
+}
+
+// "<param>.<slot>" -> "<param>", for the optimizer's tensor names.
+std::string param_of(const std::string& key, const std::vector<std::string>& slots) {
+  for (const std::string& slot : slots) {
+    const std::string suffix = "." + slot;
+    if (key.size() > suffix.size() &&
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return key.substr(0, key.size() - suffix.size());
+  }
+  return key;
+}
+
+// Every rank's text to every rank (collective over `g`), in rank order.
+std::vector<std::string> allgather_text(comm::ProcessGroup& g, const std::string& mine,
+                                        std::chrono::milliseconds timeout) {
+  std::vector<int64_t> sizes(size_t(g.size()));
+  int64_t n = int64_t(mine.size());
+  g.allgather({.input = &n,
+               .output = sizes.data(),
+               .count = 1,
+               .dtype = comm::DType::i64,
+               .timeout = timeout});
+  std::vector<size_t> counts(sizes.begin(), sizes.end());
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::string all(total, '\0');
+  g.allgatherv({.input = mine.data(),
+                .output = all.data(),
+                .counts = counts,
+                .dtype = comm::DType::u8,
+                .timeout = timeout});
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (size_t c : counts) {
+    out.push_back(all.substr(at, c));
+    at += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor ModelParallelStrategy::join_over_tp(const Tensor& local, const nn::ShardSpec& spec) const {
+  comm::ProcessGroup& tp = *mesh_->tp;
+  Tensor mine = local.contiguous();
+  Tensor all = empty({int64_t(tp.size()) * mine.numel()});
+  tp.allgather({.input = mine.data<float>(),
+                .output = all.data<float>(),
+                .count = size_t(mine.numel()),
+                .timeout = options_.pipeline.timeout});
+  std::vector<Tensor> pieces;
+  for (int k = 0; k < tp.size(); ++k)
+    pieces.push_back(all.slice(0, k * mine.numel(), (k + 1) * mine.numel()).reshape(mine.shape()));
+  return nn::join_shards(pieces, spec);
+}
+
+std::vector<ckpt::TensorPiece> ModelParallelStrategy::model_pieces() const {
+  autograd::NoGradGuard no_grad;
+  const nn::StateDict full = gather_full_state(model_, *mesh_->tp);  // collective over tp
+  std::vector<ckpt::TensorPiece> out;
+  if (!writes_stage()) return out;
+  for (const auto& [name, t] : full) out.push_back(whole_piece("model", name, t));
+  return out;
+}
+
+std::vector<ckpt::TensorPiece> ModelParallelStrategy::optimizer_pieces() const {
+  autograd::NoGradGuard no_grad;
+  const optim::OptimizerState os = optimizer_.export_state();
+  std::vector<ckpt::TensorPiece> out;
+  for (const auto& [key, t] : os.tensors) {  // the same keys on every tp rank
+    const nn::ShardSpec* spec = spec_of(param_of(key, optimizer_.slot_names()));
+    Tensor whole = spec ? join_over_tp(t, *spec) : t;
+    if (writes_stage()) out.push_back(whole_piece("optimizer", key, whole));
+  }
+  return out;
+}
+
+// Collective over the world: each stage's step counts (from its writer) and the lr.
+std::map<std::string, double> ModelParallelStrategy::optimizer_scalars() const {
+  const optim::OptimizerState os = optimizer_.export_state();
+  const std::string mine = writes_stage() ? nlohmann::json(os.scalars).dump() : "{}";
+  std::map<std::string, double> out;
+  for (const std::string& text :
+       allgather_text(*mesh_->world, mine, options_.pipeline.timeout))
+    for (const auto& [k, v] : nlohmann::json::parse(text).items()) out[k] = v.get<double>();
+  return out;
+}
+
+void ModelParallelStrategy::load_model(const nn::StateDict& state) {
+  nn::StateDict mine;
+  for (const auto& [name, t] : model_.state_dict()) {
+    auto it = state.find(name);
+    COHORT_CHECK_ARG(it != state.end(), "the checkpoint has no '", name,
+                     "', which pipeline stage ", mesh_->coord.pp, " holds");
+    mine.emplace(name, it->second);
+  }
+  load_full_state(model_, mine);  // cuts the tp shards; names the tensor whose shape differs
+}
+
+void ModelParallelStrategy::load_optimizer(const ckpt::ShardedView& view,
+                                           const std::map<std::string, double>& scalars) {
+  optim::OptimizerState os;
+  for (const auto& [param, p] : optimizer_.params()) {
+    for (const std::string& slot : optimizer_.slot_names()) {
+      const std::string key = param + "." + slot;
+      if (!view.has("optimizer", key)) continue;
+      Tensor full = view.full("optimizer", key);
+      const nn::ShardSpec* spec = spec_of(param);
+      os.tensors[key] = spec ? nn::take_shard(full, *spec) : full;
+    }
+    auto step = scalars.find(param + ".step");
+    if (step != scalars.end()) os.scalars.insert(*step);
+  }
+  if (auto lr = scalars.find("lr"); lr != scalars.end()) os.scalars.insert(*lr);
+  optimizer_.import_state(os);  // names the tensor whose shape does not fit
+}
+
+}  // namespace cohort::parallel

@@ -60,7 +60,10 @@ struct PipelineStats {  // of the last forward_backward, this rank
   double formula = 0;          // pipeline_bubble_formula: (p - 1) / (m + p - 1)
   // Peak, over the step, of the bytes kept for backward by the micro-batches in flight on this
   // rank: for each, what its forward left allocated (allocator figures, the received input
-  // included, the copy being sent excluded).
+  // included, the copy being sent excluded). Exact when nothing else in the process allocates
+  // during a forward: ranks as threads take one lock around the engine's tensor work, but
+  // what a thread does outside the engine (building its model or batches) counts too, so
+  // tests and benches barrier before the step.
   int64_t peak_activation_bytes = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;  // the group's counters over the step
 };

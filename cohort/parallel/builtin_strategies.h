@@ -10,16 +10,16 @@ namespace cohort::parallel {
 StrategyRegistration none_strategy_registration();  // strategy.cc
 // "none" itself, for strategies that run single-process jobs without communicating.
 std::unique_ptr<Strategy> make_none_strategy(const StrategyContext& ctx);
-StrategyRegistration ddp_strategy_registration();        // ddp_strategy.cc
-StrategyRegistration local_sgd_strategy_registration();  // local_sgd_strategy.cc
-StrategyRegistration gossip_strategy_registration();     // gossip_strategy.cc
-StrategyRegistration zero_strategy_registration();       // zero_strategy.cc
+StrategyRegistration ddp_strategy_registration();             // ddp_strategy.cc
+StrategyRegistration local_sgd_strategy_registration();       // local_sgd_strategy.cc
+StrategyRegistration gossip_strategy_registration();          // gossip_strategy.cc
+StrategyRegistration zero_strategy_registration();            // zero_strategy.cc
 StrategyRegistration model_parallel_strategy_registration();  // model_parallel_model.cc
 
 inline std::vector<StrategyRegistration> builtin_strategies() {
-  return {none_strategy_registration(), ddp_strategy_registration(),
+  return {none_strategy_registration(),      ddp_strategy_registration(),
           local_sgd_strategy_registration(), gossip_strategy_registration(),
-          zero_strategy_registration(), model_parallel_strategy_registration()};
+          zero_strategy_registration(),      model_parallel_strategy_registration()};
 }
 
 }  // namespace cohort::parallel

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "cohort/nn/layers.h"
+#include "cohort/ops/ops.h"
 #include "cohort/tensor/tensor.h"
 
 namespace cohort::parallel {
@@ -13,8 +14,7 @@ namespace {
 
 // The cost of a stage holding blocks [begin, end) of n.
 double range_cost(const GptCosts& c, int64_t begin, int64_t end, int64_t n) {
-  return double(end - begin) * c.block + (begin == 0 ? c.embedding : 0) +
-         (end == n ? c.head : 0);
+  return double(end - begin) * c.block + (begin == 0 ? c.embedding : 0) + (end == n ? c.head : 0);
 }
 
 double seconds_of(const std::function<void()>& run) {
@@ -48,10 +48,10 @@ GptCosts gpt_measured_costs(const nn::GptOptions& opt, int64_t batch) {
   Tensor idx = zeros({batch, o.block_size}, DType::i64);
   Tensor act = randn({batch, o.block_size, o.n_embd}, 1);
   act.set_requires_grad(true);
-  const double embed_and_block = seconds_of([&] { a(idx).sum().backward(); });
-  const double block_and_head = seconds_of([&] { b(act).sum().backward(); });
+  const double embed_and_block = seconds_of([&] { ops::sum(a(idx)).backward(); });
+  const double block_and_head = seconds_of([&] { ops::sum(b(act)).backward(); });
   nn::GptBlock block(o);
-  const double one_block = seconds_of([&] { block(act).sum().backward(); });
+  const double one_block = seconds_of([&] { ops::sum(block(act)).backward(); });
   return {.embedding = std::max(0.0, embed_and_block - one_block),
           .block = one_block,
           .head = std::max(0.0, block_and_head - one_block)};
@@ -64,7 +64,8 @@ std::vector<nn::GptRange> balance_gpt(int64_t n, int stages, const GptCosts& cos
   const double inf = std::numeric_limits<double>::infinity();
   // best[s][i]: the smallest largest cost of s stages over blocks [0, i); cut[s][i] the start
   // of the last of them.
-  std::vector<std::vector<double>> best(size_t(stages) + 1, std::vector<double>(size_t(n) + 1, inf));
+  std::vector<std::vector<double>> best(size_t(stages) + 1,
+                                        std::vector<double>(size_t(n) + 1, inf));
   std::vector<std::vector<int64_t>> cut(size_t(stages) + 1, std::vector<int64_t>(size_t(n) + 1, 0));
   best[0][0] = 0;
   for (int s = 1; s <= stages; ++s)
@@ -76,7 +77,7 @@ std::vector<nn::GptRange> balance_gpt(int64_t n, int stages, const GptCosts& cos
           cut[size_t(s)][size_t(i)] = j;
         }
       }
-  std::vector<nn::GptRange> out(size_t(stages));
+  std::vector<nn::GptRange> out(static_cast<size_t>(stages));
   for (int64_t s = stages, end = n; s >= 1; --s) {
     const int64_t begin = cut[size_t(s)][size_t(end)];
     out[size_t(s - 1)] = {begin, end};

@@ -15,7 +15,7 @@ ckpt::TensorPiece whole_piece(const std::string& section, const std::string& nam
           .name = name,
           .global_shape = t.shape(),
           .begin = 0,
-          .data = t.contiguous().clone().reshape({t.numel()})};
+          .data = t.detach().clone_raw().reshape({t.numel()})};
 }
 
 // "<param>.<slot>" -> "<param>", for the optimizer's tensor names.
@@ -99,9 +99,10 @@ std::map<std::string, double> ModelParallelStrategy::optimizer_scalars() const {
   const optim::OptimizerState os = optimizer_.export_state();
   const std::string mine = writes_stage() ? nlohmann::json(os.scalars).dump() : "{}";
   std::map<std::string, double> out;
-  for (const std::string& text :
-       allgather_text(*mesh_->world, mine, options_.pipeline.timeout))
-    for (const auto& [k, v] : nlohmann::json::parse(text).items()) out[k] = v.get<double>();
+  for (const std::string& text : allgather_text(*mesh_->world, mine, options_.pipeline.timeout)) {
+    const nlohmann::json stage = nlohmann::json::parse(text);  // items() refers into it
+    for (const auto& [k, v] : stage.items()) out[k] = v.get<double>();
+  }
   return out;
 }
 
@@ -109,8 +110,8 @@ void ModelParallelStrategy::load_model(const nn::StateDict& state) {
   nn::StateDict mine;
   for (const auto& [name, t] : model_.state_dict()) {
     auto it = state.find(name);
-    COHORT_CHECK_ARG(it != state.end(), "the checkpoint has no '", name,
-                     "', which pipeline stage ", mesh_->coord.pp, " holds");
+    COHORT_CHECK_ARG(it != state.end(), "the checkpoint has no '", name, "', which pipeline stage ",
+                     mesh_->coord.pp, " holds");
     mine.emplace(name, it->second);
   }
   load_full_state(model_, mine);  // cuts the tp shards; names the tensor whose shape differs

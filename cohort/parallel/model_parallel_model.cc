@@ -12,30 +12,48 @@ namespace {
 using T = ConfigType;
 
 void add_pipeline_keys(ConfigRegistry& r) {
-  r.add({"pipeline.micro_batches", T::kInt, int64_t(4),
+  r.add({"pipeline.micro_batches",
+         T::kInt,
+         int64_t(4),
          "Pipeline (parallel.pp > 1): each batch is cut into this many micro-batches, which "
          "flow through the stages one after another (data.batch_size must be a multiple).",
-         "", {}, 1.0});
-  r.add({"pipeline.schedule", T::kString, std::string("1f1b"),
+         "",
+         {},
+         1.0});
+  r.add({"pipeline.schedule",
+         T::kString,
+         std::string("1f1b"),
          "Pipeline schedule: `gpipe` (every forward, then every backward) or `1f1b` (one "
          "forward, one backward: at most pp micro-batches' activations held per stage).",
-         "", {"gpipe", "1f1b"}});
+         "",
+         {"gpipe", "1f1b"}});
   r.add({"pipeline.recompute", T::kBool, false,
          "Keep only each stage's input per micro-batch and recompute its forward before the "
          "backward (activation checkpointing: less memory, one more forward)."});
-  r.add({"pipeline.balance", T::kString, std::string("parameters"),
+  r.add({"pipeline.balance",
+         T::kString,
+         std::string("parameters"),
          "How blocks are assigned to stages when pipeline.layers is empty: `parameters` "
          "(balance parameter counts) or `time` (balance forward+backward times measured on "
          "this machine at start-up, rank 0's measurement deciding).",
-         "", {"parameters", "time"}});
-  r.add({"pipeline.layers", T::kIntList, std::vector<int64_t>{},
+         "",
+         {"parameters", "time"}});
+  r.add({"pipeline.layers",
+         T::kIntList,
+         std::vector<int64_t>{},
          "Blocks per pipeline stage, e.g. [1, 3] (empty: balanced by pipeline.balance); must "
          "sum to model.n_layer.",
-         "", {}, 1.0});
-  r.add({"pipeline.stage_delay_ms", T::kFloat, 0.0,
+         "",
+         {},
+         1.0});
+  r.add({"pipeline.stage_delay_ms",
+         T::kFloat,
+         0.0,
          "Test and benchmark seam: each stage's forward of a micro-batch also sleeps this long "
          "and its backward twice as long, so that stage times are uniform (bubble bench).",
-         "", {}, 0.0});
+         "",
+         {},
+         0.0});
 }
 
 GptCosts costs_from(const nn::GptOptions& o, const DeviceMesh& mesh, const Config& cfg,
@@ -75,15 +93,16 @@ std::shared_ptr<GptChunks> make_gpt_chunks(const nn::GptOptions& opt, const Devi
   nn::GptOptions o = opt;
   o.range = ranges[size_t(mesh.coord.pp)];
   if (mesh.shape.tp > 1) o.layers = std::make_shared<TensorParallelLayers>(mesh.tp);
-  return std::make_shared<GptChunks>(std::vector<std::shared_ptr<nn::GPT>>{
-      std::make_shared<nn::GPT>(o)});
+  return std::make_shared<GptChunks>(
+      std::vector<std::shared_ptr<nn::GPT>>{std::make_shared<nn::GPT>(o)});
 }
 
 StrategyRegistration model_parallel_strategy_registration() {
   return {.name = "model_parallel",
-          .description = "a GPT split over a dp x pp x tp mesh: pipeline stages, tensor-parallel "
-                         "shards, data parallel over replicas (chosen when parallel.pp or "
-                         "parallel.tp > 1)",
+          .description =
+              "a GPT split over a dp x pp x tp mesh: pipeline stages, tensor-parallel "
+              "shards, data parallel over replicas (chosen when parallel.pp or "
+              "parallel.tp > 1)",
           .add_keys = add_pipeline_keys,
           .make = [](const StrategyContext& ctx) -> std::unique_ptr<Strategy> {
             return std::make_unique<ModelParallelStrategy>(ctx);

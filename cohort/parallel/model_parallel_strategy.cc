@@ -55,9 +55,10 @@ ModelParallelStrategy::ModelParallelStrategy(const StrategyContext& ctx)
   model_group_ = mesh_->world->split(mesh_->coord.dp, mesh_->world->rank());
   // Between stages travel the residual stream's activations: [b, T, C] for tokens [b, T].
   const int64_t width = chunks_.chunks().front()->options().n_embd;
-  engine_ = std::make_unique<PipelineEngine>(
-      as_modules(chunks_), mesh_->pp, options_.pipeline,
-      [width](const Tensor& idx) { return Shape{idx.size(0), idx.size(1), width}; });
+  engine_ = std::make_unique<PipelineEngine>(as_modules(chunks_), mesh_->pp, options_.pipeline,
+                                             [width](const Tensor& idx) {
+                                               return Shape{idx.size(0), idx.size(1), width};
+                                             });
   if (mesh_->shape.dp > 1)
     averager_ = std::make_unique<FlatAverager>(*mesh_->dp, "gradients", options_.pipeline.timeout);
 }
@@ -86,8 +87,9 @@ ForwardBackwardResult ModelParallelStrategy::forward_backward(
   for (const MicroBatch& b : cut(micro)) parts.push_back({b.x, b.y, b.weight});
   nn::GptLayers& layers = chunks_.chunks().back()->layers();
   ForwardBackwardResult r;
-  r.loss = engine_->forward_backward(
-      parts, [&layers](const Tensor& out, const Tensor& y) { return layers.cross_entropy(out, y); });
+  r.loss = engine_->forward_backward(parts, [&layers](const Tensor& out, const Tensor& y) {
+    return layers.cross_entropy(out, y);
+  });
   const PipelineStats& ps = engine_->last_stats();
   interval_.add(ps);
   run_.add(ps);
@@ -162,8 +164,8 @@ const nn::ShardSpec* ModelParallelStrategy::spec_of(const std::string& param) co
 
 nlohmann::json ModelParallelStrategy::take_interval_metrics() {
   const Sums& s = interval_;
-  nlohmann::json j = mean_figures(s.steps, s.total_s, s.compute_s, s.send_wait_s,
-                                  s.recv_wait_s, s.bubble_s);
+  nlohmann::json j =
+      mean_figures(s.steps, s.total_s, s.compute_s, s.send_wait_s, s.recv_wait_s, s.bubble_s);
   j["stage"] = mesh_->coord.pp;
   j["bubble_formula"] = engine_->last_stats().formula;
   interval_ = {};
@@ -193,10 +195,11 @@ void ModelParallelStrategy::finish_training() {
   }
   double mean = 0;
   for (const auto& st : stages) mean += st["bubble"].get<double>();
-  summary_ = {{"pipeline_stages", stages},
-              {"pipeline_bubble", mean / double(mesh_->shape.pp)},
-              {"pipeline_bubble_formula", engine_->last_stats().formula},
-              {"mesh", {{"dp", mesh_->shape.dp}, {"pp", mesh_->shape.pp}, {"tp", mesh_->shape.tp}}}};
+  summary_ = {
+      {"pipeline_stages", stages},
+      {"pipeline_bubble", mean / double(mesh_->shape.pp)},
+      {"pipeline_bubble_formula", engine_->last_stats().formula},
+      {"mesh", {{"dp", mesh_->shape.dp}, {"pp", mesh_->shape.pp}, {"tp", mesh_->shape.tp}}}};
 }
 
 }  // namespace cohort::parallel

@@ -24,6 +24,7 @@
 #include "cohort/parallel/mesh.h"
 #include "cohort/parallel/pipeline_engine.h"
 #include "cohort/parallel/strategy.h"
+#include "cohort/parallel/strategy_registry.h"
 
 namespace cohort::parallel {
 

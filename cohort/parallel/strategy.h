@@ -31,8 +31,8 @@
 #include "cohort/comm/process_group.h"
 #include "cohort/core/config.h"
 #include "cohort/nn/module.h"
-#include "cohort/parallel/mesh.h"
 #include "cohort/optim/optimizer.h"
+#include "cohort/parallel/mesh.h"
 #include "cohort/rendezvous/bootstrap.h"
 #include "cohort/rendezvous/store.h"
 

@@ -88,22 +88,17 @@ std::shared_ptr<const parallel::DeviceMesh> make_mesh(const Config& cfg, TrainWo
                                  int(cfg.get_int("parallel.tp"))};
   const std::string& strategy = cfg.get_string("parallel.strategy");
   if (want.pp * want.tp == 1 && strategy != "model_parallel") return nullptr;
-  COHORT_CHECK_ARG(strategy == "ddp" || strategy == "model_parallel", "config: parallel.pp = ",
-                   want.pp, " and parallel.tp = ", want.tp,
+  COHORT_CHECK_ARG(strategy == "ddp" || strategy == "model_parallel",
+                   "config: parallel.pp = ", want.pp, " and parallel.tp = ", want.tp,
                    " split the model over ranks, which the `model_parallel` strategy does (with "
                    "data parallelism over parallel.dp); parallel.strategy = \"",
                    strategy, "\" cannot be combined with it");
   COHORT_CHECK_ARG(cfg.get_string("model.type") == "gpt", "config: parallel.pp and parallel.tp ",
                    "split a GPT (model.type = \"gpt\"), not model.type = \"",
                    cfg.get_string("model.type"), "\"");
-  COHORT_CHECK_ARG(world.group != nullptr || world.size == 1,
-                   "config: parallel.pp / parallel.tp need a process group");
   parallel::resolve_mesh(want, world.size);  // the error names the keys before any collective
-  if (!world.group) {
-    auto mesh = std::make_shared<parallel::DeviceMesh>();
-    mesh->shape = parallel::resolve_mesh(want, 1);
-    return mesh;
-  }
+  COHORT_CHECK_ARG(world.group != nullptr, "config: parallel.strategy = \"model_parallel\" ",
+                   "splits the model over several workers; this job has one");
   auto mesh = std::make_shared<parallel::DeviceMesh>(parallel::make_device_mesh(world.group, want));
   world.data_rank = mesh->coord.dp;
   world.data_size = mesh->shape.dp;
@@ -115,8 +110,9 @@ std::string strategy_name(const Config& cfg, const parallel::DeviceMesh* mesh) {
 }
 
 std::shared_ptr<nn::Module> make_model(const Config& cfg, const parallel::DeviceMesh& mesh) {
-  const int64_t micro = std::max<int64_t>(
-      1, cfg.get_int("data.batch_size") / std::max<int64_t>(1, cfg.get_int("pipeline.micro_batches")));
+  const int64_t micro =
+      std::max<int64_t>(1, cfg.get_int("data.batch_size") /
+                               std::max<int64_t>(1, cfg.get_int("pipeline.micro_batches")));
   return parallel::make_gpt_chunks(gpt_options(cfg), mesh, cfg, micro);
 }
 

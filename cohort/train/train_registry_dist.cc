@@ -87,19 +87,31 @@ void add_strategy_keys(ConfigRegistry& r) {
   r.add({"parallel.strategy", T::kString, std::string("ddp"),
          "How training is distributed, one of the registered strategies (" + names +
              "). `ddp` on a single process trains as `none`."});
-  r.add({"parallel.dp", T::kInt, int64_t(0),
+  r.add({"parallel.dp",
+         T::kInt,
+         int64_t(0),
          "Data-parallel replicas of the model (0: the workers left over by pp x tp). With "
          "parallel.pp and parallel.tp, dp x pp x tp must be the number of workers "
          "(docs/parallelism.md).",
-         "", {}, 0.0});
-  r.add({"parallel.pp", T::kInt, int64_t(1),
+         "",
+         {},
+         0.0});
+  r.add({"parallel.pp",
+         T::kInt,
+         int64_t(1),
          "Pipeline stages the model's layers are split into (GPT; the `model_parallel` "
          "strategy, settings under [pipeline]).",
-         "", {}, 1.0});
-  r.add({"parallel.tp", T::kInt, int64_t(1),
+         "",
+         {},
+         1.0});
+  r.add({"parallel.tp",
+         T::kInt,
+         int64_t(1),
          "Tensor-parallel shards of each layer (GPT, Megatron-LM style: attention heads, MLP "
          "and vocabulary split over tp ranks).",
-         "", {}, 1.0});
+         "",
+         {},
+         1.0});
   parallel::add_strategy_keys(r);
 }
 

@@ -70,9 +70,9 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   s_->opt = make_optimizer(cfg, *s_->model);
   s_->grad_accum = cfg.get_int("train.grad_accum_steps");
   if (s_->data.is_text) {
-    s_->steps_per_epoch = text_steps_per_epoch(
-        s_->data, s_->batch * s_->world->data_size * s_->grad_accum,
-        cfg.get_int("model.block_size"));
+    s_->steps_per_epoch =
+        text_steps_per_epoch(s_->data, s_->batch * s_->world->data_size * s_->grad_accum,
+                             cfg.get_int("model.block_size"));
     s_->batches_per_epoch = s_->steps_per_epoch * s_->grad_accum;
   } else {
     s_->batches_per_epoch = batches_per_epoch(s_->data, s_->batch, s_->world->data_size);

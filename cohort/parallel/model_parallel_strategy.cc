@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "cohort/autograd/node.h"
 #include "cohort/optim/clip.h"
@@ -13,6 +14,12 @@ namespace cohort::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -200,6 +207,22 @@ void ModelParallelStrategy::finish_training() {
       {"pipeline_bubble", mean / double(mesh_->shape.pp)},
       {"pipeline_bubble_formula", engine_->last_stats().formula},
       {"mesh", {{"dp", mesh_->shape.dp}, {"pp", mesh_->shape.pp}, {"tp", mesh_->shape.tp}}}};
+}
+
+std::string ModelParallelStrategy::summary_line() const {
+  if (!summary_.contains("pipeline_stages")) return "";
+  std::string stages;
+  for (const auto& st : summary_["pipeline_stages"])
+    stages += detail::str(stages.empty() ? "" : ", ", "stage ", st["stage"].get<int>(), " ",
+                          fixed(100 * st["bubble"].get<double>(), 1), "%");
+  const MeshShape& m = mesh_->shape;
+  std::string line = detail::str("mesh: dp ", m.dp, " x pp ", m.pp, " x tp ", m.tp);
+  if (m.pp == 1) return line;
+  return detail::str(line, "; pipeline ", pipeline_schedule_name(options_.pipeline.schedule), ", ",
+                     options_.micro_batches, " micro-batches: bubble ",
+                     fixed(100 * summary_["pipeline_bubble"].get<double>(), 1), "% measured (",
+                     stages, "), (p-1)/(m+p-1) = ",
+                     fixed(100 * summary_["pipeline_bubble_formula"].get<double>(), 1), "%");
 }
 
 }  // namespace cohort::parallel

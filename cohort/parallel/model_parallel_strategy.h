@@ -52,6 +52,7 @@ class ModelParallelStrategy : public Strategy {
   StrategyStats last_stats() const override { return stats_; }
   nlohmann::json take_interval_metrics() override;
   nlohmann::json summary_metrics() const override { return summary_; }
+  std::string summary_line() const override;
   void finish_training() override;
 
   bool shards_model() const override { return true; }

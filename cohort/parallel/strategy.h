@@ -138,6 +138,9 @@ class Strategy {
   // summary record. None by default.
   virtual nlohmann::json take_interval_metrics() { return nlohmann::json::object(); }
   virtual nlohmann::json summary_metrics() const { return nlohmann::json::object(); }
+  // A line rank 0 prints with the run's summary (a pipeline's measured bubble beside the
+  // formula's); empty: none.
+  virtual std::string summary_line() const { return ""; }
   // Collective, on every rank, before rank 0 calls state() for a checkpoint: a strategy whose
   // ranks hold different replicas between synchronizations (local SGD) makes them agree here,
   // so that rank 0's model, optimizer state and state() describe every rank.

@@ -110,6 +110,8 @@ void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_secon
                 g["rank"].get<int>(), long(g["intervals"].get<int64_t>()),
                 long(g["first_step"].get<int64_t>()), g["factor"].get<double>());
   }
+  if (const std::string line = s.strategy->summary_line(); !line.empty())
+    std::printf("%s\n", line.c_str());
   if (s.energy.on()) std::printf("%s\n", energy_summary_line(s).c_str());
   std::printf("%s\n", s.memory.summary_line(s.world->rank).c_str());
   std::printf("metrics: %s\n", s.metrics_file.c_str());

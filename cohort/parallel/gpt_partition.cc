@@ -61,19 +61,23 @@ std::vector<nn::GptRange> balance_gpt(int64_t n, int stages, const GptCosts& cos
   COHORT_CHECK_ARG(stages >= 1 && stages <= n, "parallel.pp (", stages,
                    ") must be between 1 and model.n_layer (", n,
                    "): each pipeline stage needs at least one layer");
+  // best[s][i]: over splits of blocks [0, i) into s stages, the smallest (largest stage cost,
+  // sum of squared stage costs): the second breaks ties towards even stages. cut[s][i]: where
+  // the last of those s stages starts.
+  using Score = std::pair<double, double>;
   const double inf = std::numeric_limits<double>::infinity();
-  // best[s][i]: the smallest largest cost of s stages over blocks [0, i); cut[s][i] the start
-  // of the last of them.
-  std::vector<std::vector<double>> best(size_t(stages) + 1,
-                                        std::vector<double>(size_t(n) + 1, inf));
+  std::vector<std::vector<Score>> best(size_t(stages) + 1,
+                                       std::vector<Score>(size_t(n) + 1, Score{inf, inf}));
   std::vector<std::vector<int64_t>> cut(size_t(stages) + 1, std::vector<int64_t>(size_t(n) + 1, 0));
-  best[0][0] = 0;
+  best[0][0] = {0, 0};
   for (int s = 1; s <= stages; ++s)
     for (int64_t i = s; i <= n; ++i)
-      for (int64_t j = i - 1; j >= s - 1; --j) {  // later cuts first: earlier stages fewer
-        const double c = std::max(best[size_t(s - 1)][size_t(j)], range_cost(costs, j, i, n));
-        if (c < best[size_t(s)][size_t(i)] - 1e-12 * std::abs(c)) {
-          best[size_t(s)][size_t(i)] = c;
+      for (int64_t j = s - 1; j < i; ++j) {
+        const Score& before = best[size_t(s - 1)][size_t(j)];
+        const double c = range_cost(costs, j, i, n);
+        const Score score{std::max(before.first, c), before.second + c * c};
+        if (score < best[size_t(s)][size_t(i)]) {
+          best[size_t(s)][size_t(i)] = score;
           cut[size_t(s)][size_t(i)] = j;
         }
       }

@@ -29,8 +29,8 @@ GptCosts gpt_parameter_costs(const nn::GptOptions& o);
 // few runs). Builds only those pieces, never the whole model.
 GptCosts gpt_measured_costs(const nn::GptOptions& o, int64_t batch);
 
-// `stages` contiguous ranges covering blocks [0, n_layer), minimising the largest cost (ties
-// towards earlier stages holding fewer blocks). InvalidArgument when stages > n_layer.
+// `stages` contiguous ranges covering blocks [0, n_layer), minimising the largest cost (ties:
+// the most even costs, by their sum of squares). InvalidArgument when stages > n_layer.
 std::vector<nn::GptRange> balance_gpt(int64_t n_layer, int stages, const GptCosts& costs);
 // Explicit: blocks per stage (pipeline.layers), which must be positive and sum to n_layer.
 std::vector<nn::GptRange> gpt_ranges_from_counts(int64_t n_layer,

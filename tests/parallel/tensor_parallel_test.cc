@@ -169,9 +169,8 @@ TEST_P(Layers, VocabParallelCrossEntropyIsCrossEntropy) {
       EXPECT_TRUE(bit_equal(loss, rank0(loss, *g)));
       loss.backward();
       EXPECT_LT(rel_diff(local.grad(), piece(full.grad(), last, 1, c, r)), 1e-5);
-      EXPECT_THROW(vocab_parallel_cross_entropy(local, from_vector_i64(std::vector<int64_t>(
-                                                                          size_t(n), 16), lead),
-                                                g),
+      EXPECT_THROW(vocab_parallel_cross_entropy(
+                       local, from_vector_i64(std::vector<int64_t>(size_t(n), 16), lead), g),
                    InvalidArgument);
     });
   }

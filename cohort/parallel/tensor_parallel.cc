@@ -85,8 +85,8 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
   Shape mask_shape = ids.shape();
   mask_shape.push_back(1);
   // The mask also zeroes the gradient those borrowed rows would get.
-  Tensor part = ops::embedding(weight_, from_vector_i64(local, ids.shape())) *
-                from_vector(keep, mask_shape);
+  Tensor part =
+      ops::embedding(weight_, from_vector_i64(local, ids.shape())) * from_vector(keep, mask_shape);
   return reduce_from_group(part, group_);
 }
 

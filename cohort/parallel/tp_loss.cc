@@ -22,13 +22,14 @@ struct Rows {
 
 struct VocabParallelCrossEntropyBackward : autograd::Node {
   Rows rows;
+  Shape shape;       // the logits' ([..., v]): the gradient's
   Tensor max, sums;  // [n], [2n]: the shift and (s, z) per row
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const int64_t n = rows.n, v = rows.v;
     const float scale = *grads[0].data<float>() / float(n);
     const float *x = rows.x.data<float>(), *m = max.data<float>(), *s = sums.data<float>();
     const int64_t* t = rows.targets.data<int64_t>();
-    Tensor dx = empty({n, v});
+    Tensor dx = empty(shape);  // row-major: row i at i * v
     float* d = dx.data<float>();
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < v; ++j) {
@@ -106,6 +107,7 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
   Tensor out = full({}, total / double(r.n));  // NaN for N = 0, as nn::cross_entropy
   if (auto node = autograd::make_node<VocabParallelCrossEntropyBackward>({logits, targets})) {
     node->rows = std::move(r);
+    node->shape = logits.shape();
     node->max = max;
     node->sums = sums;
     autograd::set_history(out, node);

@@ -15,7 +15,8 @@ std::vector<Tensor> allgather_pieces(const Tensor& local, comm::ProcessGroup& tp
   if (n > 0)
     tp.allgather({.input = in.data<float>(), .output = buf.data<float>(), .count = size_t(n)});
   std::vector<Tensor> pieces;
-  for (int64_t k = 0; k < c; ++k) pieces.push_back(buf.slice(0, k * n, (k + 1) * n).reshape(local.shape()));
+  for (int64_t k = 0; k < c; ++k)
+    pieces.push_back(buf.slice(0, k * n, (k + 1) * n).reshape(local.shape()));
   return pieces;
 }
 

@@ -33,9 +33,9 @@ Tensor rank0(const Tensor& t, comm::ProcessGroup& g) {
   return out;
 }
 
-class Collectives : public ::testing::TestWithParam<int> {};
+class TpCollectives : public ::testing::TestWithParam<int> {};
 
-TEST_P(Collectives, CopyToGroupIsIdentityWithSummedGradient) {
+TEST_P(TpCollectives, CopyToGroupIsIdentityWithSummedGradient) {
   const int c = GetParam();
   run_world(c, [&](int r, testing::PG g) {
     Tensor x = leaf({3, 5}, 7);
@@ -49,7 +49,7 @@ TEST_P(Collectives, CopyToGroupIsIdentityWithSummedGradient) {
   });
 }
 
-TEST_P(Collectives, ReduceFromGroupSumsWithIdentityGradient) {
+TEST_P(TpCollectives, ReduceFromGroupSumsWithIdentityGradient) {
   const int c = GetParam();
   run_world(c, [&](int r, testing::PG g) {
     Tensor x = leaf({4, 3}, 10 + r);
@@ -65,7 +65,7 @@ TEST_P(Collectives, ReduceFromGroupSumsWithIdentityGradient) {
   });
 }
 
-TEST_P(Collectives, GatherFromGroupConcatenatesLastDimWithSlicedGradient) {
+TEST_P(TpCollectives, GatherFromGroupConcatenatesLastDimWithSlicedGradient) {
   const int c = GetParam();
   run_world(c, [&](int r, testing::PG g) {
     Tensor x = leaf({2, 3, 4}, 10 + r);
@@ -79,11 +79,11 @@ TEST_P(Collectives, GatherFromGroupConcatenatesLastDimWithSlicedGradient) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(2, 3));
+INSTANTIATE_TEST_SUITE_P(Ranks, TpCollectives, ::testing::Values(2, 3));
 
-class Layers : public ::testing::TestWithParam<int> {};
+class TpLayers : public ::testing::TestWithParam<int> {};
 
-TEST_P(Layers, ColumnParallelLinearIsItsSliceOfLinear) {
+TEST_P(TpLayers, ColumnParallelLinearIsItsSliceOfLinear) {
   const int c = GetParam();
   for (int64_t parts : {1, 2}) {
     nn::Linear full(6, 16);
@@ -106,7 +106,7 @@ TEST_P(Layers, ColumnParallelLinearIsItsSliceOfLinear) {
   }
 }
 
-TEST_P(Layers, RowParallelLinearSumsToLinear) {
+TEST_P(TpLayers, RowParallelLinearSumsToLinear) {
   const int c = GetParam();
   nn::Linear full(8, 5);
   Tensor x_full = leaf({3, 8}, 5);
@@ -129,7 +129,7 @@ TEST_P(Layers, RowParallelLinearSumsToLinear) {
   });
 }
 
-TEST_P(Layers, VocabParallelEmbeddingIsEmbedding) {
+TEST_P(TpLayers, VocabParallelEmbeddingIsEmbedding) {
   const int c = GetParam();
   nn::Embedding full(12, 4);
   Tensor ids = from_vector_i64({0, 5, 11, 3, 3, 7}, {2, 3});
@@ -147,7 +147,7 @@ TEST_P(Layers, VocabParallelEmbeddingIsEmbedding) {
   });
 }
 
-TEST_P(Layers, VocabParallelCrossEntropyIsCrossEntropy) {
+TEST_P(TpLayers, VocabParallelCrossEntropyIsCrossEntropy) {
   const int c = GetParam();
   for (Shape shape : {Shape{7, 16}, Shape{3, 3, 16}}) {  // N = 7 and 9: odd
     Shape lead(shape.begin(), shape.end() - 1);
@@ -169,15 +169,14 @@ TEST_P(Layers, VocabParallelCrossEntropyIsCrossEntropy) {
       EXPECT_TRUE(bit_equal(loss, rank0(loss, *g)));
       loss.backward();
       EXPECT_LT(rel_diff(local.grad(), piece(full.grad(), last, 1, c, r)), 1e-5);
-      EXPECT_THROW(vocab_parallel_cross_entropy(local, from_vector_i64(std::vector<int64_t>(
-                                                                          size_t(n), 16), lead),
-                                                g),
+      EXPECT_THROW(vocab_parallel_cross_entropy(
+                       local, from_vector_i64(std::vector<int64_t>(size_t(n), 16), lead), g),
                    InvalidArgument);
     });
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Layers, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, TpLayers, ::testing::Values(2, 4));
 
 }  // namespace
 }  // namespace cohort::parallel

@@ -19,8 +19,13 @@ using testing::run_world;
 constexpr int kSteps = 3;
 
 nn::GptOptions small_gpt(double dropout) {
-  return {.vocab_size = 256, .n_layer = 2, .n_head = 4, .n_embd = 32, .block_size = 16,
-          .dropout = dropout, .seed = 3};
+  return {.vocab_size = 256,
+          .n_layer = 2,
+          .n_head = 4,
+          .n_embd = 32,
+          .block_size = 16,
+          .dropout = dropout,
+          .seed = 3};
 }
 
 Tensor tokens(uint64_t seed) {
@@ -52,7 +57,8 @@ nn::NamedTensors grads_of(const nn::Module& m) {
 Reference reference(const nn::GptOptions& o) {
   nn::GPT gpt(o);
   Reference ref;
-  ref.initial = snapshot(nn::NamedTensors(gpt.state_dict().begin(), gpt.state_dict().end()));
+  const nn::StateDict state = gpt.state_dict();
+  ref.initial = snapshot(nn::NamedTensors(state.begin(), state.end()));
   optim::SGD opt(gpt.named_parameters(), {.lr = 0.5});
   for (int s = 0; s < kSteps; ++s) {
     Tensor loss = gpt.layers().cross_entropy(gpt(tokens(s)), tokens(s + 100));
@@ -172,8 +178,8 @@ TEST(TpGptErrors, ShardsMustDivideHeadsEmbeddingAndVocabulary) {
       ADD_FAILURE() << "3 shards of 4 heads must be rejected";
     } catch (const InvalidArgument& e) {
       std::string m = e.what();
-      for (const char* want : {"3 tensor-parallel shards", "n_head (4)", "n_embd (36)",
-                               "vocab_size (256)"})
+      for (const char* want :
+           {"3 tensor-parallel shards", "n_head (4)", "n_embd (36)", "vocab_size (256)"})
         EXPECT_NE(m.find(want), std::string::npos) << m;
     }
   });

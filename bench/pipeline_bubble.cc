@@ -6,7 +6,7 @@
 // Ranks run as threads of this process over shared memory. Bubble: a tiny model (one 8-wide
 // Linear per stage) whose forward sleeps F ms (default 20) and backward 2F ms (the engine's
 // stage_delay_s seam), so every stage takes the same, known time. Each configuration runs one
-// untimed step, then S timed ones (default 5), each after a barrier. The measured bubble is
+// untimed step, then S timed ones (default 9), each after a barrier. The measured bubble is
 // stage 0's bubble_fraction (total - compute) / total, the median over the steps: stage 0 runs
 // from the first forward to the last backward of the whole step, the span the formula
 // describes (later stages finish their last backward earlier). "max" is the largest median
@@ -38,7 +38,7 @@ using parallel::PipelineEngine;
 using parallel::PipelineSchedule;
 
 struct Args {
-  int steps = 5;
+  int steps = 9;
   double delay_ms = 20;
   int64_t width = 1024, rows = 64;
 };

@@ -7,8 +7,8 @@
 #
 #   bench/run_pipeline_bench.sh [--build-dir DIR] [-- pipeline_bubble options]
 #
-# pipeline_bubble options: --steps S (5) --delay-ms F (20: forward F ms, backward 2F ms)
-# --width W (1024) --rows R (64). A run takes ~30 s.
+# pipeline_bubble options: --steps S (9) --delay-ms F (20: forward F ms, backward 2F ms)
+# --width W (1024) --rows R (64). A run takes ~50 s.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

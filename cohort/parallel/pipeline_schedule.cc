@@ -138,14 +138,26 @@ bool output_of(const PipelineAction& a, int p, int s, int v, PipelineTransfer* t
 std::vector<std::vector<PipelineTransfer>> make_pipeline_comm_plan(
     const std::vector<PipelineAction>& actions, int stages, int stage, int chunks) {
   std::vector<std::vector<PipelineTransfer>> plan(actions.size() + 1);
+  // Units: one action, or (interleaved) a steady-state forward with the backward after it,
+  // whose inputs come in one batch and whose outputs leave with the next unit's inputs.
+  const bool pairs = chunks > 1;
   PipelineTransfer t{};
-  for (size_t i = 0; i < actions.size(); ++i) {
-    if (i > 0 && output_of(actions[i - 1], stages, stage, chunks, &t)) plan[i].push_back(t);
-    if (input_of(actions[i], stages, stage, chunks, &t)) plan[i].push_back(t);
+  std::vector<PipelineTransfer> pending;  // outputs of the previous unit
+  for (size_t i = 0; i < actions.size();) {
+    size_t n = 1;
+    if (pairs && actions[i].kind == Kind::kForward && i + 1 < actions.size() &&
+        actions[i + 1].kind == Kind::kBackward) {
+      n = 2;
+    }
+    plan[i] = pending;
+    pending.clear();
+    for (size_t j = i; j < i + n; ++j) {
+      if (input_of(actions[j], stages, stage, chunks, &t)) plan[i].push_back(t);
+      if (output_of(actions[j], stages, stage, chunks, &t)) pending.push_back(t);
+    }
+    i += n;
   }
-  if (!actions.empty() && output_of(actions.back(), stages, stage, chunks, &t)) {
-    plan.back().push_back(t);
-  }
+  plan.back() = pending;
   return plan;
 }
 

@@ -45,10 +45,14 @@ struct PipelineTransfer {
   int chunk;
 };
 
-// What a stage posts together (one batch_send_recv) before each action: plan[i] holds the send
-// of action i-1's output and the receive of action i's input; plan[n] sends the last action's
-// output. Posting a send together with the next receive is Megatron's pairing
-// (send_forward_recv_backward): neighbours that both send never wait on each other's sends.
+// What a stage posts together (one batch_send_recv) before each action: plan[i] holds the
+// sends of the previous unit's outputs and the receives of this unit's inputs; plan[n] sends
+// the last outputs. A unit is one action, or, with chunks > 1, a steady-state forward and the
+// backward after it (Megatron's send_forward_backward_recv_forward_backward). Posting sends
+// together with the next receives is Megatron's pairing: neighbours that both send never wait
+// on each other's sends. Plans without a unit entry have an empty batch there. Proven
+// consistent and deadlock-free (even when no send buffers) for GPipe, 1F1B, and interleaved
+// with m > p; interleaved with m == p is not (tests/parallel/pipeline_schedule_test.cc).
 std::vector<std::vector<PipelineTransfer>> make_pipeline_comm_plan(
     const std::vector<PipelineAction>& actions, int stages, int stage, int chunks = 1);
 

@@ -96,16 +96,19 @@ std::string simulate(const Case& c) {
 }
 
 TEST(PipelineSchedule, EveryCaseIsConsistentAndDeadlockFree) {
-  for (const auto& c : all_cases())
-    if (c.schedule != PipelineSchedule::kInterleaved1F1B) EXPECT_EQ(simulate(c), "") << name(c);
+  for (const auto& c : all_cases()) {
+    bool known_gap = c.schedule == PipelineSchedule::kInterleaved1F1B && c.m == c.p && c.p > 1;
+    if (!known_gap) EXPECT_EQ(simulate(c), "") << name(c);
+  }
 }
 
-// The interleaved order is Megatron's, but pairing "send the last output with the next input"
-// is not enough for it: with m > p the plan deadlocks when sends do not buffer. This is why
-// PipelineEngine does not run it yet (docs/pipeline.md); the test pins the limitation.
-TEST(PipelineSchedule, InterleavedPlanNeedsBufferedSends) {
-  EXPECT_EQ(simulate({PipelineSchedule::kInterleaved1F1B, 2, 4, 2}), "deadlock");
-  EXPECT_EQ(simulate({PipelineSchedule::kInterleaved1F1B, 4, 4, 2}), "");
+// Interleaved with m == p (Megatron runs every forward first) still deadlocks when sends do
+// not buffer, with the plan's pairing: one reason PipelineEngine does not run the interleaved
+// schedule yet (docs/pipeline.md). m > p is consistent and deadlock-free (test above).
+TEST(PipelineSchedule, InterleavedWithMEqualPNeedsBufferedSends) {
+  EXPECT_EQ(simulate({PipelineSchedule::kInterleaved1F1B, 2, 2, 2}), "deadlock");
+  EXPECT_EQ(simulate({PipelineSchedule::kInterleaved1F1B, 4, 4, 2}), "deadlock");
+  EXPECT_EQ(simulate({PipelineSchedule::kInterleaved1F1B, 2, 4, 2}), "");
 }
 
 TEST(PipelineSchedule, EachMicroRunsForwardThenBackwardOnce) {

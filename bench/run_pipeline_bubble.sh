@@ -5,7 +5,7 @@
 # what is measured). No peer: the formula is the reference, and the goal is a measured bubble
 # within 10% (relative) of it; the script prints each ratio and fails when one is outside.
 #
-#   bench/run_pipeline_bench.sh [--build-dir DIR] [-- pipeline_bubble options]
+#   bench/run_pipeline_bubble.sh [--build-dir DIR] [-- pipeline_bubble options]
 #
 # pipeline_bubble options: --steps S (9) --delay-ms F (20: forward F ms, backward 2F ms)
 # --width W (1024) --rows R (64). A run takes ~50 s.

@@ -23,10 +23,19 @@ void add_pipeline_keys(ConfigRegistry& r) {
   r.add({"pipeline.schedule",
          T::kString,
          std::string("1f1b"),
-         "Pipeline schedule: `gpipe` (every forward, then every backward) or `1f1b` (one "
-         "forward, one backward: at most pp micro-batches' activations held per stage).",
+         "Pipeline schedule: `gpipe` (every forward, then every backward), `1f1b` (one "
+         "forward, one backward: at most pp micro-batches' activations held per stage) or "
+         "`interleaved` (1F1B over pipeline.chunks virtual stages per rank: a smaller bubble).",
          "",
-         {"gpipe", "1f1b"}});
+         {"gpipe", "1f1b", "interleaved"}});
+  r.add({"pipeline.chunks",
+         T::kInt,
+         int64_t(1),
+         "Virtual stages per rank for pipeline.schedule = \"interleaved\" (Megatron-LM): the "
+         "blocks are cut into pp x chunks stages, rank r holding stages r, pp + r, ...",
+         "",
+         {},
+         1.0});
   r.add({"pipeline.recompute", T::kBool, false,
          "Keep only each stage's input per micro-batch and recompute its forward before the "
          "backward (activation checkpointing: less memory, one more forward)."});
@@ -66,6 +75,18 @@ GptCosts costs_from(const nn::GptOptions& o, const DeviceMesh& mesh, const Confi
   return {v[0], v[1], v[2]};
 }
 
+// pipeline.chunks, checked against the schedule: only the interleaved one runs several.
+int chunks_per_rank(const Config& cfg, int pp) {
+  const int chunks = int(cfg.get_int("pipeline.chunks"));
+  const bool interleaved = cfg.get_string("pipeline.schedule") == "interleaved";
+  COHORT_CHECK_ARG(interleaved == (chunks > 1) || pp == 1, "config: pipeline.schedule = \"",
+                   cfg.get_string("pipeline.schedule"), "\" with pipeline.chunks = ", chunks,
+                   interleaved ? ": the interleaved schedule needs pipeline.chunks >= 2"
+                               : ": several chunks per rank need pipeline.schedule = "
+                                 "\"interleaved\"");
+  return pp == 1 ? 1 : chunks;
+}
+
 }  // namespace
 
 ModelParallelOptions model_parallel_options_from(const Config& cfg) {
@@ -81,20 +102,29 @@ ModelParallelOptions model_parallel_options_from(const Config& cfg) {
 std::shared_ptr<GptChunks> make_gpt_chunks(const nn::GptOptions& opt, const DeviceMesh& mesh,
                                            const Config& cfg, int64_t micro_batch) {
   check_mesh_fits_gpt(mesh.shape, opt.n_layer, opt.n_head, opt.n_embd, opt.vocab_size);
+  const int chunks = chunks_per_rank(cfg, mesh.shape.pp);
+  const int stages = mesh.shape.pp * chunks;  // virtual stages
+  COHORT_CHECK_ARG(stages <= opt.n_layer, "config: parallel.pp (", mesh.shape.pp,
+                   ") x pipeline.chunks (", chunks, ") = ", stages,
+                   " virtual stages, more than model.n_layer (", opt.n_layer, ")");
   const std::vector<int64_t>& counts = cfg.get_int_list("pipeline.layers");
   std::vector<nn::GptRange> ranges;
   if (!counts.empty()) {
-    COHORT_CHECK_ARG(int64_t(counts.size()) == mesh.shape.pp, "config: pipeline.layers has ",
-                     counts.size(), " entries, but parallel.pp is ", mesh.shape.pp);
+    COHORT_CHECK_ARG(int64_t(counts.size()) == stages, "config: pipeline.layers has ",
+                     counts.size(), " entries, but there are ", stages,
+                     " stages (parallel.pp x pipeline.chunks)");
     ranges = gpt_ranges_from_counts(opt.n_layer, counts);
   } else {
-    ranges = balance_gpt(opt.n_layer, mesh.shape.pp, costs_from(opt, mesh, cfg, micro_batch));
+    ranges = balance_gpt(opt.n_layer, stages, costs_from(opt, mesh, cfg, micro_batch));
   }
   nn::GptOptions o = opt;
-  o.range = ranges[size_t(mesh.coord.pp)];
   if (mesh.shape.tp > 1) o.layers = std::make_shared<TensorParallelLayers>(mesh.tp);
-  return std::make_shared<GptChunks>(
-      std::vector<std::shared_ptr<nn::GPT>>{std::make_shared<nn::GPT>(o)});
+  std::vector<std::shared_ptr<nn::GPT>> mine;
+  for (int c = 0; c < chunks; ++c) {  // virtual stage c * pp + this rank's stage
+    o.range = ranges[size_t(c * mesh.shape.pp + mesh.coord.pp)];
+    mine.push_back(std::make_shared<nn::GPT>(o));
+  }
+  return std::make_shared<GptChunks>(std::move(mine));
 }
 
 StrategyRegistration model_parallel_strategy_registration() {

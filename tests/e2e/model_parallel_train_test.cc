@@ -103,6 +103,8 @@ TEST(ModelParallelTrain, EveryMeshMatchesOneProcess) {
            Mesh{"pp2_gpipe", 2, 1, "--set parallel.pp=2 --set pipeline.schedule=gpipe"},
            Mesh{"pp2_1f1b", 2, 1, "--set parallel.pp=2 --set pipeline.schedule=1f1b"},
            Mesh{"pp4", 4, 1, "--set parallel.pp=4"},
+           Mesh{"pp2_recompute_m2", 2, 1,
+                "--set parallel.pp=2 --set pipeline.recompute=true --set pipeline.micro_batches=2"},
            Mesh{"tp2", 2, 1, "--set parallel.tp=2"},
            Mesh{"tp4", 4, 1, "--set parallel.tp=4"},
            Mesh{"dp2_pp2", 4, 2, "--set parallel.dp=2 --set parallel.pp=2"},

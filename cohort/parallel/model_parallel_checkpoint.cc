@@ -1,5 +1,7 @@
 // The "model_parallel" strategy's checkpoints: whole tensors (each stage's, joined over its tp
 // group) written by the stage's dp-0, tp-0 rank; loaded by cutting what this rank holds.
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "cohort/autograd/node.h"
@@ -96,8 +98,15 @@ std::vector<ckpt::TensorPiece> ModelParallelStrategy::optimizer_pieces() const {
 
 // Collective over the world: each stage's step counts (from its writer) and the lr.
 std::map<std::string, double> ModelParallelStrategy::optimizer_scalars() const {
-  const optim::OptimizerState os = optimizer_.export_state();
-  const std::string mine = writes_stage() ? nlohmann::json(os.scalars).dump() : "{}";
+  std::map<std::string, double> scalars;  // as export_state() has them, without its copies
+  if (writes_stage()) {
+    scalars["lr"] = optimizer_.lr();
+    const optim::NamedParams& params = optimizer_.params();
+    for (size_t i = 0; i < params.size(); ++i)
+      if (optimizer_.step_count(i) > 0)
+        scalars[params[i].first + ".step"] = double(optimizer_.step_count(i));
+  }
+  const std::string mine = nlohmann::json(scalars).dump();
   std::map<std::string, double> out;
   for (const std::string& text : allgather_text(*mesh_->world, mine, options_.pipeline.timeout)) {
     const nlohmann::json stage = nlohmann::json::parse(text);  // items() refers into it
@@ -106,15 +115,41 @@ std::map<std::string, double> ModelParallelStrategy::optimizer_scalars() const {
   return out;
 }
 
+// Collective over the world, so that every rank fails alike (a problem in one stage must not
+// leave the others resumed and waiting): the checkpoint must hold exactly the tensors of every
+// stage together, in shapes that fit; the first problem any rank finds is every rank's error.
 void ModelParallelStrategy::load_model(const nn::StateDict& state) {
+  std::string problem;
+  std::vector<std::string> names;
   nn::StateDict mine;
   for (const auto& [name, t] : model_.state_dict()) {
+    names.push_back(name);
     auto it = state.find(name);
-    COHORT_CHECK_ARG(it != state.end(), "the checkpoint has no '", name, "', which pipeline stage ",
-                     mesh_->coord.pp, " holds");
-    mine.emplace(name, it->second);
+    if (it != state.end()) {
+      mine.emplace(name, it->second);
+    } else if (problem.empty()) {
+      problem = detail::str("the checkpoint has no '", name, "', which pipeline stage ",
+                            mesh_->coord.pp, " holds");
+    }
   }
-  load_full_state(model_, mine);  // cuts the tp shards; names the tensor whose shape differs
+  try {
+    if (problem.empty()) load_full_state(model_, mine);  // cuts tp shards; checks shapes
+  } catch (const InvalidArgument& e) {
+    problem = e.what();
+  }
+  std::set<std::string> held;  // the whole model's names: every stage's
+  for (const std::string& text :
+       allgather_text(*mesh_->world, nlohmann::json(names).dump(), options_.pipeline.timeout))
+    for (const auto& name : nlohmann::json::parse(text)) held.insert(name.get<std::string>());
+  for (const auto& [name, t] : state)
+    if (problem.empty() && !held.count(name))
+      problem = detail::str("the checkpoint has '", name,
+                            "', which no pipeline stage of this model holds (a checkpoint of "
+                            "another model?)");
+  const std::vector<std::string> problems =
+      allgather_text(*mesh_->world, problem, options_.pipeline.timeout);
+  for (size_t r = 0; r < problems.size(); ++r)
+    COHORT_CHECK_ARG(problems[r].empty(), "rank ", r, ": ", problems[r]);
 }
 
 void ModelParallelStrategy::load_optimizer(const ckpt::ShardedView& view,

@@ -25,6 +25,16 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The model a mesh strategy trains: what make_gpt_chunks built, with its mesh.
+GptChunks& chunks_of(const StrategyContext& ctx) {
+  COHORT_CHECK_ARG(ctx.mesh != nullptr, "parallel.strategy = \"model_parallel\" needs a device ",
+                   "mesh (parallel.dp, parallel.pp, parallel.tp)");
+  auto* chunks = dynamic_cast<GptChunks*>(&ctx.model);
+  COHORT_CHECK_ARG(chunks != nullptr, "parallel.strategy = \"model_parallel\" trains the GPT ",
+                   "chunks make_gpt_chunks builds, not a ", ctx.model.type_name());
+  return *chunks;
+}
+
 std::vector<std::shared_ptr<nn::Module>> as_modules(const GptChunks& c) {
   return {c.chunks().begin(), c.chunks().end()};
 }
@@ -53,11 +63,13 @@ void ModelParallelStrategy::Sums::add(const PipelineStats& s) {
 ModelParallelStrategy::ModelParallelStrategy(const StrategyContext& ctx)
     : Strategy(ctx),
       mesh_(ctx.mesh),
-      chunks_(dynamic_cast<GptChunks&>(ctx.model)),
+      chunks_(chunks_of(ctx)),
       options_(model_parallel_options_from(ctx.config)),
       specs_(ctx.model.shard_specs()) {
-  COHORT_CHECK_ARG(mesh_ != nullptr, "parallel.strategy = \"model_parallel\" needs a device mesh ",
-                   "(parallel.dp, parallel.pp, parallel.tp)");
+  const int64_t batch = ctx.config.get_int("data.batch_size");
+  COHORT_CHECK_ARG(mesh_->shape.pp == 1 || batch % options_.micro_batches == 0,
+                   "config: data.batch_size = ", batch,
+                   " does not divide into pipeline.micro_batches = ", options_.micro_batches);
   // Every rank splits alike: one group per dp index, of the pp x tp ranks that hold one replica.
   model_group_ = mesh_->world->split(mesh_->coord.dp, mesh_->world->rank());
   // Between stages travel the residual stream's activations: [b, T, C] for tokens [b, T].
@@ -92,6 +104,8 @@ ForwardBackwardResult ModelParallelStrategy::forward_backward(
   auto t0 = Clock::now();
   std::vector<PipelineMicroBatch> parts;
   for (const MicroBatch& b : cut(micro)) parts.push_back({b.x, b.y, b.weight});
+  last_micro_batches_ = int64_t(parts.size());
+  const uint64_t tp_sent = mesh_->tp->bytes_sent(), tp_received = mesh_->tp->bytes_received();
   nn::GptLayers& layers = chunks_.chunks().back()->layers();
   ForwardBackwardResult r;
   r.loss = engine_->forward_backward(parts, [&layers](const Tensor& out, const Tensor& y) {
@@ -104,8 +118,10 @@ ForwardBackwardResult ModelParallelStrategy::forward_backward(
   auto t1 = Clock::now();
   stats_ = {};
   stats_.comm_s = stats_.exposed_s = ps.send_wait_s + ps.recv_wait_s;
-  stats_.bytes_sent = ps.bytes_sent;
-  stats_.bytes_received = ps.bytes_received;
+  // The pipeline's messages and the tensor-parallel collectives inside forward and backward
+  // (their time counts as compute: it cannot be told apart from the layers').
+  stats_.bytes_sent = ps.bytes_sent + (mesh_->tp->bytes_sent() - tp_sent);
+  stats_.bytes_received = ps.bytes_received + (mesh_->tp->bytes_received() - tp_received);
   if (averager_) {
     std::vector<Tensor> grads;
     for (const auto& [name, p] : optimizer_.params())
@@ -219,7 +235,7 @@ std::string ModelParallelStrategy::summary_line() const {
   std::string line = detail::str("mesh: dp ", m.dp, " x pp ", m.pp, " x tp ", m.tp);
   if (m.pp == 1) return line;
   return detail::str(line, "; pipeline ", pipeline_schedule_name(options_.pipeline.schedule), ", ",
-                     options_.micro_batches, " micro-batches: bubble ",
+                     last_micro_batches_, " micro-batches: bubble ",
                      fixed(100 * summary_["pipeline_bubble"].get<double>(), 1), "% measured (",
                      stages, "), (p-1)/(m+p-1) = ",
                      fixed(100 * summary_["pipeline_bubble_formula"].get<double>(), 1), "%");

@@ -87,6 +87,7 @@ class ModelParallelStrategy : public Strategy {
     void add(const PipelineStats& s);
   } interval_, run_;
   int64_t peak_activation_bytes_ = 0;
+  int64_t last_micro_batches_ = 0;  // the pipeline's m in the last step
   nlohmann::json summary_ = nlohmann::json::object();
 };
 

@@ -181,3 +181,21 @@ TEST(ModelParallelTrain, AMeshThatDoesNotFitIsRefusedNamingTheKeys) {
     EXPECT_TRUE(contains(r, c.says)) << r.output;
   }
 }
+
+// A checkpoint of another GPT (6 or 2 blocks where the run has 4): every rank refuses it with
+// the tensor's name, also the stages whose own tensors are all there.
+TEST(ModelParallelTrain, ACheckpointOfAnotherModelIsRefusedOnEveryRank) {
+  fs::path d = fresh_dir("other");
+  write_text(d);
+  for (int layers : {6, 2}) {
+    const std::string name = "layers" + std::to_string(layers);
+    CliResult a = run_cli(gpt(
+        d, name, 1, 1, "--set train.max_steps=10 --set model.n_layer=" + std::to_string(layers)));
+    ASSERT_EQ(a.status, 0) << a.output;
+    CliResult b = run_cli(gpt(d, "pp2_" + name, 2, 1, "--set parallel.pp=2") + " --resume " +
+                          step_dir(d, name, 10).string());
+    EXPECT_NE(b.status, 0) << b.output;
+    EXPECT_FALSE(contains(b, "resumed from step")) << b.output;
+    EXPECT_TRUE(contains(b, layers == 6 ? "'blocks.4." : "no 'blocks.2.")) << b.output;
+  }
+}

@@ -87,7 +87,10 @@ std::shared_ptr<const parallel::DeviceMesh> make_mesh(const Config& cfg, TrainWo
   const parallel::MeshShape want{int(cfg.get_int("parallel.dp")), int(cfg.get_int("parallel.pp")),
                                  int(cfg.get_int("parallel.tp"))};
   const std::string& strategy = cfg.get_string("parallel.strategy");
-  if (want.pp * want.tp == 1 && strategy != "model_parallel") return nullptr;
+  if (want.pp * want.tp == 1 && strategy != "model_parallel") {
+    parallel::resolve_mesh(want, world.size);  // parallel.dp, when given, is every worker
+    return nullptr;
+  }
   COHORT_CHECK_ARG(strategy == "ddp" || strategy == "model_parallel",
                    "config: parallel.pp = ", want.pp, " and parallel.tp = ", want.tp,
                    " split the model over ranks, which the `model_parallel` strategy does (with "

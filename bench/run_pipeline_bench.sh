@@ -33,8 +33,8 @@
 # script stops with "pipeline not available". A failed cohort run stops the script and prints
 # the tail of its log.
 # --load: one busy process (a spinning shell loop) runs beside every run: users share machines.
-# Defaults: 30 steps, 3 repeats, m = 4 and 8 (a cohort run ~15 s, a PyTorch run ~30 s on 2
-# cores).
+# Defaults: 30 steps, 3 repeats, m = 4 and 8 (a cohort run ~10-15 s, a PyTorch run ~15-20 s on
+# 2 cores: ~5 min in all, ~7 min with --load).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -10,7 +10,8 @@
 //            min(p - s - 1, m) warm-up forwards, then alternates one forward and one backward,
 //            then drains the remaining backwards. At most p - s micro-batches in flight.
 //   kInterleaved1F1B: Megatron's virtual stages: with v chunks per rank, chunk c of rank r is
-//            virtual stage c * p + r. Needs m % p == 0.
+//            virtual stage c * p + r. Needs m % p == 0; with m == p every forward runs first.
+//            Idle fraction (p - 1) / (v * m + p - 1).
 #include <string>
 #include <vector>
 

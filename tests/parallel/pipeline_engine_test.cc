@@ -314,6 +314,36 @@ TEST(PipelineEngine, RecomputeKeepsOnlyInputs) {
   EXPECT_LT(rc[1] * 4, full[1]);
 }
 
+// Interleaved keeps more chunk forwards in flight than 1F1B: (p - s - 1) * 2 + (v - 1) * p + 1
+// on stage s (all m * v when m == p). With recompute each keeps only its received input, so
+// stage 1 (virtual stages 1 and 3, both receiving) keeps exactly that many inputs.
+TEST(PipelineEngine, InterleavedKeepsItsInFlightInputs) {
+  const int p = 2, v = 2;
+  ModelSpec spec{.width = 64, .classes = 4, .rows = 32};
+  for (int m : {2, 4, 8}) {
+    int in_flight = 0, peak_in_flight = 0;
+    for (const auto& a : make_pipeline_schedule(PipelineSchedule::kInterleaved1F1B, p, 1, m, v)) {
+      in_flight += a.kind == PipelineAction::kForward ? 1 : -1;
+      peak_in_flight = std::max(peak_in_flight, in_flight);
+    }
+    EXPECT_EQ(peak_in_flight, m == p ? m * v : (p - 1 - 1) * 2 + (v - 1) * p + 1);
+    int64_t peak = 0;
+    testing::run_world(p, [&](int r, PG pg) {
+      auto blocks = make_blocks(spec);
+      PipelineEngine engine({chunk_of(blocks, r, p * v), chunk_of(blocks, p + r, p * v)}, pg,
+                            {.schedule = PipelineSchedule::kInterleaved1F1B, .recompute = true},
+                            [&](const Tensor& x) {
+                              return Shape{x.size(0), spec.width};
+                            });
+      auto micro = make_micro(spec, m);
+      pg->barrier();
+      engine.forward_backward(micro, ce);
+      if (r == 1) peak = engine.last_stats().peak_activation_bytes;
+    });
+    EXPECT_EQ(peak, int64_t(peak_in_flight) * 32 * 64 * 4) << "m=" << m;
+  }
+}
+
 TEST(PipelineEngine, StalledNeighbourIsATimeoutNamingTheStage) {
   std::string message;
   testing::run_world(2, [&](int r, PG pg) {

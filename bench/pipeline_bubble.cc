@@ -1,12 +1,14 @@
-// The pipeline bubble of PipelineEngine against the formula (p - 1) / (m + p - 1), and the
-// peak activation memory per stage of GPipe against 1F1B (docs/pipeline.md).
+// The pipeline bubble of PipelineEngine against the formula (p - 1) / (m + p - 1) (interleaved
+// with v chunks per rank: (p - 1) / (v m + p - 1)), and the peak activation memory per stage of
+// GPipe against 1F1B (docs/pipeline.md).
 //
 //   pipeline_bubble [--steps S] [--delay-ms F] [--width W] [--rows R]
 //
 // Ranks run as threads of this process over shared memory. Bubble: a tiny model (one 8-wide
 // Linear per stage) whose forward sleeps F ms (default 20) and backward 2F ms (the engine's
-// stage_delay_s seam), so every stage takes the same, known time. Each configuration runs one
-// untimed step, then S timed ones (default 9), each after a barrier. The measured bubble is
+// stage_delay_s seam), so every stage takes the same, known time; interleaved-v2 rows give a
+// stage two 8-wide chunks that each sleep F/2 ms forward and F ms backward. Each configuration runs
+// one untimed step, then S timed ones (default 9), each after a barrier. The measured bubble is
 // stage 0's bubble_fraction (total - compute) / total, the median over the steps: stage 0 runs
 // from the first forward to the last backward of the whole step, the span the formula
 // describes (later stages finish their last backward earlier). "max" is the largest median
@@ -104,16 +106,23 @@ double median(std::vector<double> v) {
 
 void bubble_table(const Args& a) {
   std::printf("schedule,p,m,bubble,formula,ratio,max_stage_bubble,step_s\n");
-  for (auto sched : {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B})
+  struct Sched {
+    PipelineSchedule schedule;
+    int v;  // chunks per rank
+  };
+  for (auto [sched, v] : {Sched{PipelineSchedule::kGPipe, 1}, Sched{PipelineSchedule::k1F1B, 1},
+                          Sched{PipelineSchedule::kInterleaved1F1B, 2}})
     for (int p : {2, 4})
       for (int m : {4, 8}) {
         std::vector<std::vector<double>> bubble(static_cast<size_t>(p)),
             total(static_cast<size_t>(p));
         double formula = 0;
         run_world(p, [&](int r, std::shared_ptr<comm::ProcessGroup> pg) {
-          auto chunk = std::make_shared<nn::Linear>(8, 8);
-          PipelineEngine engine({chunk}, pg,
-                                {.schedule = sched, .stage_delay_s = a.delay_ms / 1000},
+          // v chunks of a stage share its time: each sleeps F / v ms forward, 2F / v backward.
+          std::vector<std::shared_ptr<nn::Module>> chunks;
+          for (int c = 0; c < v; ++c) chunks.push_back(std::make_shared<nn::Linear>(8, 8));
+          PipelineEngine engine(chunks, pg,
+                                {.schedule = sched, .stage_delay_s = a.delay_ms / 1000 / v},
                                 [](const Tensor& x) {
                                   return Shape{x.size(0), 8};
                                 });
@@ -129,8 +138,10 @@ void bubble_table(const Args& a) {
         });
         double b0 = median(bubble[0]), worst = 0;
         for (const auto& b : bubble) worst = std::max(worst, median(b));
-        std::printf("%s,%d,%d,%.4f,%.4f,%.3f,%.4f,%.3f\n", parallel::pipeline_schedule_name(sched),
-                    p, m, b0, formula, b0 / formula, worst, median(total[0]));
+        std::string name = parallel::pipeline_schedule_name(sched);
+        if (v > 1) name += "-v" + std::to_string(v);
+        std::printf("%s,%d,%d,%.4f,%.4f,%.3f,%.4f,%.3f\n", name.c_str(), p, m, b0, formula,
+                    b0 / formula, worst, median(total[0]));
         std::fflush(stdout);
       }
 }

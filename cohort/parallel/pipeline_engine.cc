@@ -69,12 +69,11 @@ PipelineEngine::PipelineEngine(std::vector<std::shared_ptr<nn::Module>> chunks,
       opt_(options),
       shape_(std::move(activation_shape)) {
   COHORT_CHECK_ARG(group_ != nullptr, "PipelineEngine: the pipeline group is null");
-  COHORT_CHECK_ARG(opt_.schedule != PipelineSchedule::kInterleaved1F1B,
-                   "PipelineEngine: pipeline.schedule = interleaved is not implemented yet "
-                   "(use gpipe or 1f1b)");
-  COHORT_CHECK_ARG(chunks_.size() == 1, "PipelineEngine: schedule ",
-                   pipeline_schedule_name(opt_.schedule), " runs one chunk per stage, got ",
-                   chunks_.size());
+  COHORT_CHECK_ARG(!chunks_.empty(), "PipelineEngine: no chunks");
+  COHORT_CHECK_ARG(chunks_.size() == 1 || opt_.schedule == PipelineSchedule::kInterleaved1F1B,
+                   "PipelineEngine: schedule ", pipeline_schedule_name(opt_.schedule),
+                   " runs one chunk per stage, got ", chunks_.size(),
+                   " (pipeline.schedule = interleaved runs several)");
   for (const auto& c : chunks_) COHORT_CHECK_ARG(c != nullptr, "PipelineEngine: a chunk is null");
   COHORT_CHECK_ARG(bool(shape_), "PipelineEngine: activation_shape is empty");
   COHORT_CHECK_ARG(opt_.timeout.count() > 0, "PipelineEngine: timeout must be > 0 ms, got ",
@@ -105,7 +104,22 @@ void PipelineEngine::exchange(const std::vector<PipelineTransfer>& ops, Step& st
   bool receives = false;
   {
     std::lock_guard<std::mutex> lock(compute_mutex());
+    // One stage with several chunks (p = 1, interleaved): messages to itself move from the
+    // outbox to the inbox without the group. An activation of chunk c is the input of chunk
+    // c + 1, a gradient of chunk c the output gradient of chunk c - 1.
     for (const auto& t : ops) {
+      if (t.peer != stage_ || t.kind != PipelineTransfer::kSend) continue;
+      auto it = st.outbox.find({t.gradient, t.micro, t.chunk});
+      st.inbox[{t.gradient, t.micro, t.chunk + (t.gradient ? -1 : 1)}] = it->second;
+      st.outbox.erase(it);
+    }
+    for (const auto& t : ops) {
+      if (t.peer == stage_) {
+        COHORT_INTERNAL(
+            t.kind == PipelineTransfer::kSend || st.inbox.count({t.gradient, t.micro, t.chunk}),
+            "pipeline stage ", stage_, ": ", describe(t), " (to itself) not sent");
+        continue;
+      }
       const int vs = t.chunk * stages_ + stage_;
       // The boundary below a received activation or a sent gradient, above the others.
       const bool below = (t.kind == PipelineTransfer::kRecv) != t.gradient;
@@ -123,6 +137,7 @@ void PipelineEngine::exchange(const std::vector<PipelineTransfer>& ops, Step& st
                      buf.raw_data(), size_t(buf.numel()), DType::f32, t.peer, tg});
     }
   }
+  if (p2p.empty()) return;
   auto t0 = Clock::now();
   try {
     group_->batch_send_recv(p2p, opt_.timeout);
@@ -134,7 +149,8 @@ void PipelineEngine::exchange(const std::vector<PipelineTransfer>& ops, Step& st
   (receives ? st.recv_wait_s : st.send_wait_s) += seconds_since(t0);
   std::lock_guard<std::mutex> lock(compute_mutex());
   for (const auto& t : ops)
-    if (t.kind == PipelineTransfer::kSend) st.outbox.erase({t.gradient, t.micro, t.chunk});
+    if (t.kind == PipelineTransfer::kSend && t.peer != stage_)
+      st.outbox.erase({t.gradient, t.micro, t.chunk});
 }
 
 void PipelineEngine::run_forward(const PipelineAction& a, Step& st) {
@@ -247,6 +263,11 @@ double PipelineEngine::forward_backward(const std::vector<PipelineMicroBatch>& m
   COHORT_CHECK_ARG(!micro.empty(), "PipelineEngine::forward_backward: no micro-batches");
   COHORT_CHECK_ARG(bool(loss), "PipelineEngine::forward_backward: the loss function is empty");
   const int m = int(micro.size()), v = int(chunks_.size());
+  if (opt_.schedule == PipelineSchedule::kInterleaved1F1B) {
+    COHORT_CHECK_ARG(m % stages_ == 0, "PipelineEngine: pipeline.schedule = interleaved needs ",
+                     "pipeline.micro_batches (", m, ") to be a multiple of parallel.pp (", stages_,
+                     "), as Megatron-LM's virtual pipeline does");
+  }
   auto actions = make_pipeline_schedule(opt_.schedule, stages_, stage_, m, v);
   auto plan = make_pipeline_comm_plan(actions, stages_, stage_, v);
   const uint64_t sent0 = group_->bytes_sent(), recv0 = group_->bytes_received();
@@ -286,7 +307,7 @@ Tensor PipelineEngine::forward_only(const Tensor& input) {
   for (int c = 0; c < v; ++c) {
     const int vs = c * stages_ + stage_;
     const int prev = (stage_ + stages_ - 1) % stages_, next = (stage_ + 1) % stages_;
-    if (vs > 0) {
+    if (vs > 0 && stages_ > 1) {  // with one stage, x is already the previous chunk's output
       x = empty(shape);
       try {
         group_->recv({.buffer = x.raw_data(),
@@ -303,6 +324,7 @@ Tensor PipelineEngine::forward_only(const Tensor& input) {
     }
     x = (*chunks_[size_t(c)])(x);
     if (vs == last) return x;
+    if (stages_ == 1) continue;
     Tensor send = x.contiguous_raw();
     try {
       group_->send({.buffer = send.raw_data(),

@@ -1,8 +1,8 @@
 #pragma once
 // PipelineEngine: pipeline-parallel forward and backward of micro-batches over a chain of model
 // chunks, one (or, interleaved, several) per rank of a pipeline group (GPipe, PipeDream-flush
-// 1F1B; docs/pipeline.md). The engine knows nothing about the model: a chunk is any
-// nn::Module whose forward takes the previous chunk's output.
+// 1F1B, Megatron's interleaved 1F1B; docs/pipeline.md). The engine knows nothing about the model: a
+// chunk is any nn::Module whose forward takes the previous chunk's output.
 //
 //   auto shape = [](const Tensor& x) { return Shape{x.size(0), x.size(1), 256}; };
 //   PipelineEngine pipe({my_chunk}, pp_group, {.schedule = PipelineSchedule::k1F1B}, shape);
@@ -57,7 +57,10 @@ struct PipelineStats {  // of the last forward_backward, this rank
   double recv_wait_s = 0;      // exchanges that received (and maybe sent)
   double bubble_s = 0;         // total_s - compute_s: idle, waiting for neighbours
   double bubble_fraction = 0;  // bubble_s / total_s
-  double formula = 0;          // pipeline_bubble_formula: (p - 1) / (m + p - 1)
+  // pipeline_bubble_formula: (p - 1) / (m + p - 1); interleaved with v chunks per rank
+  // (p - 1) / (v * m + p - 1), Megatron's bubble (p - 1) / (v * m) of the ideal time as a
+  // fraction of the step.
+  double formula = 0;
   // Peak, over the step, of the bytes kept for backward by the micro-batches in flight on this
   // rank: for each, what its forward left allocated (allocator figures, the received input
   // included, the copy being sent excluded). Exact when nothing else in the process allocates
@@ -70,20 +73,24 @@ struct PipelineStats {  // of the last forward_backward, this rank
 
 class PipelineEngine {
  public:
-  // chunks: this rank's model chunks (exactly one: the interleaved schedule is not implemented
-  // yet). chunk c of pp-rank r is virtual stage c * p + r. The first virtual stage's chunk
-  // takes micro.input as is (e.g. int64 tokens); the last returns what the loss takes.
-  // group: the pipeline group (rank = stage). InvalidArgument for a null chunk or group, an
-  // empty activation_shape, a timeout <= 0, or the interleaved schedule.
+  // chunks: this rank's model chunks: exactly one for gpipe and 1f1b, v >= 1 for interleaved
+  // (Megatron's virtual pipeline stages). Chunk c of pp-rank r is virtual stage c * p + r; its
+  // output goes to pp-rank (r + 1) % p (from the last rank back to rank 0 for chunk c + 1).
+  // With p = 1 the chunks pass activations and gradients to each other locally. The first
+  // virtual stage's chunk takes micro.input as is (e.g. int64 tokens); the last returns what
+  // the loss takes. group: the pipeline group (rank = stage). InvalidArgument for no chunks, a
+  // null chunk or group, several chunks without the interleaved schedule, an empty
+  // activation_shape, or a timeout <= 0.
   PipelineEngine(std::vector<std::shared_ptr<nn::Module>> chunks,
                  std::shared_ptr<comm::ProcessGroup> group, PipelineOptions options,
                  ActivationShapeFn activation_shape);
 
-  // Forward and backward of every micro-batch in schedule order. Gradients accumulate into the
-  // chunks' parameters (.grad) as one process's backward of sum_k weight_k * loss_k would.
-  // Returns sum_k weight_k * loss_k on every rank (the last stage broadcasts it). A neighbour
-  // that does not answer within options.timeout is a Timeout (or the group's IoError) naming
-  // this stage, the peer stage and the micro-batch.
+  // Forward and backward of every micro-batch in schedule order. Interleaved needs m % p == 0
+  // (m >= p): otherwise InvalidArgument naming pipeline.micro_batches and parallel.pp. Gradients
+  // accumulate into the chunks' parameters (.grad) as one process's backward of sum_k weight_k *
+  // loss_k would. Returns sum_k weight_k * loss_k on every rank (the last stage broadcasts it). A
+  // neighbour that does not answer within options.timeout is a Timeout (or the group's IoError)
+  // naming this stage, the peer stage and the micro-batch.
   double forward_backward(const std::vector<PipelineMicroBatch>& micro, const PipelineLossFn& loss);
 
   // Forward only, without autograd graph (evaluation). Returns the last stage's output on the

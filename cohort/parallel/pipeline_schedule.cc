@@ -140,7 +140,10 @@ std::vector<std::vector<PipelineTransfer>> make_pipeline_comm_plan(
   std::vector<std::vector<PipelineTransfer>> plan(actions.size() + 1);
   // Units: one action, or (interleaved) a steady-state forward with the backward after it,
   // whose inputs come in one batch and whose outputs leave with the next unit's inputs.
-  const bool pairs = chunks > 1;
+  // With m == p every forward runs first (no steady state): the last forward and the first
+  // backward are not a unit, or each stage would wait for the other's backward gradient
+  // before sending the activation that backward needs (Megatron's all_warmup_microbatches).
+  const bool pairs = chunks > 1 && int(actions.size()) > 2 * stages * chunks;  // m > p
   PipelineTransfer t{};
   std::vector<PipelineTransfer> pending;  // outputs of the previous unit
   for (size_t i = 0; i < actions.size();) {

@@ -10,7 +10,8 @@
 //            min(p - s - 1, m) warm-up forwards, then alternates one forward and one backward,
 //            then drains the remaining backwards. At most p - s micro-batches in flight.
 //   kInterleaved1F1B: Megatron's virtual stages: with v chunks per rank, chunk c of rank r is
-//            virtual stage c * p + r. Needs m % p == 0.
+//            virtual stage c * p + r. Needs m % p == 0; with m == p every forward runs first.
+//            Idle fraction (p - 1) / (v * m + p - 1).
 #include <string>
 #include <vector>
 
@@ -52,7 +53,8 @@ struct PipelineTransfer {
 // together with the next receives is Megatron's pairing: neighbours that both send never wait
 // on each other's sends. Plans without a unit entry have an empty batch there. Proven
 // consistent and deadlock-free (even when no send buffers) for GPipe, 1F1B, and interleaved
-// with m > p; interleaved with m == p is not (tests/parallel/pipeline_schedule_test.cc).
+// with m >= p (tests/parallel/pipeline_schedule_test.cc). With m == p (every forward first)
+// nothing is paired.
 std::vector<std::vector<PipelineTransfer>> make_pipeline_comm_plan(
     const std::vector<PipelineAction>& actions, int stages, int stage, int chunks = 1);
 

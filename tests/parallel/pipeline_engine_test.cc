@@ -1,5 +1,6 @@
 // PipelineEngine with ranks as threads: losses and every parameter gradient equal a single
-// process's over the same micro-batches (GPipe, 1F1B, recompute, dropout), activation memory,
+// process's over the same micro-batches (GPipe, 1F1B, interleaved 1F1B with virtual stages,
+// recompute, dropout), activation memory,
 // and a stalled neighbour.
 #include "cohort/parallel/pipeline_engine.h"
 
@@ -150,6 +151,103 @@ TEST(PipelineEngine, MatchesOneProcessFourStages) {
   check_equivalence(4);
 }
 
+// Interleaved with v chunks per rank: virtual stage vs = c * p + r holds blocks
+// [vs * n / (p v), (vs + 1) * n / (p v)). Every chunk calls its Dropout modules in micro-batch
+// order, as the one process does.
+void check_interleaved_equivalence(int p, int v, const std::vector<int>& ms) {
+  std::vector<Config> configs;
+  for (int m : ms)
+    for (bool rc : {false, true})
+      for (bool drop : {false, true})
+        configs.push_back({PipelineSchedule::kInterleaved1F1B, m, rc, drop});
+  std::vector<std::vector<std::string>> errors(configs.size(), std::vector<std::string>(p));
+  std::vector<Layers> refs;
+  std::vector<double> ref_loss;
+  for (const auto& c : configs) {
+    ModelSpec spec{.dropout = c.dropout};
+    refs.push_back(make_blocks(spec));
+    ref_loss.push_back(reference(refs.back(), make_micro(spec, c.m)));
+  }
+  testing::run_world(p, [&](int r, PG pg) {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const auto& c = configs[i];
+      ModelSpec spec{.dropout = c.dropout};
+      auto blocks = make_blocks(spec);
+      std::vector<std::shared_ptr<nn::Module>> chunks;
+      for (int k = 0; k < v; ++k) chunks.push_back(chunk_of(blocks, k * p + r, p * v));
+      PipelineEngine engine(chunks, pg, {.schedule = c.schedule, .recompute = c.recompute},
+                            [&](const Tensor& x) {
+                              return Shape{x.size(0), spec.width};
+                            });
+      double loss = engine.forward_backward(make_micro(spec, c.m), ce);
+      std::string& err = errors[i][size_t(r)];
+      if (rel(loss, ref_loss[i]) > 1e-5) err = detail::str("loss ", loss, " vs ", ref_loss[i]);
+      for (int k = 0; k < v && err.empty(); ++k) {
+        err = compare_grads(*chunks[size_t(k)], *chunk_of(refs[i], k * p + r, p * v), 1e-5);
+        if (!err.empty()) err = detail::str("chunk ", k, ": ", err);
+      }
+      EXPECT_NEAR(engine.last_stats().formula, double(p - 1) / double(v * c.m + p - 1), 1e-12);
+    }
+  });
+  for (size_t i = 0; i < configs.size(); ++i)
+    for (int r = 0; r < p; ++r)
+      EXPECT_EQ(errors[i][size_t(r)], "") << name(configs[i], p) << " v=" << v << " stage " << r;
+}
+
+TEST(PipelineEngine, InterleavedMatchesOneProcessTwoStages) {
+  check_interleaved_equivalence(2, 2, {2, 4, 8});
+}
+TEST(PipelineEngine, InterleavedMatchesOneProcessFourStages) {
+  check_interleaved_equivalence(4, 2, {4, 8});
+}
+// p = 1: the chunks hand activations and gradients to each other without the group.
+TEST(PipelineEngine, InterleavedMatchesOneProcessOneStage) {
+  check_interleaved_equivalence(1, 2, {1, 3});
+  check_interleaved_equivalence(1, 4, {2});
+}
+
+TEST(PipelineEngine, InterleavedForwardOnlyMatchesOneProcess) {
+  ModelSpec spec;
+  auto x = testing::make_batch(5, spec.width, spec.classes, 3).first;
+  auto want = (*chunk_of(make_blocks(spec), 0, 1))(x).to_vector<float>();
+  for (int p : {1, 2}) {
+    std::vector<std::vector<float>> got(static_cast<size_t>(p));
+    testing::run_world(p, [&](int r, PG pg) {
+      auto blocks = make_blocks(spec);
+      PipelineEngine engine({chunk_of(blocks, r, 2 * p), chunk_of(blocks, p + r, 2 * p)}, pg,
+                            {.schedule = PipelineSchedule::kInterleaved1F1B}, [&](const Tensor& t) {
+                              return Shape{t.size(0), spec.width};
+                            });
+      Tensor out = engine.forward_only(x);
+      EXPECT_EQ(out.defined(), r == p - 1);
+      if (out.defined()) got[size_t(r)] = out.to_vector<float>();
+    });
+    EXPECT_LE(testing::max_relative(got[size_t(p - 1)], want), 1e-6) << "p=" << p;
+  }
+}
+
+TEST(PipelineEngine, InterleavedNeedsMicroBatchesAMultipleOfPP) {
+  std::vector<std::string> message(2);
+  testing::run_world(2, [&](int r, PG pg) {
+    ModelSpec spec;
+    auto blocks = make_blocks(spec);
+    PipelineEngine engine({chunk_of(blocks, r, 4), chunk_of(blocks, 2 + r, 4)}, pg,
+                          {.schedule = PipelineSchedule::kInterleaved1F1B}, [&](const Tensor& x) {
+                            return Shape{x.size(0), spec.width};
+                          });
+    try {
+      engine.forward_backward(make_micro(spec, 3), ce);
+      message[size_t(r)] = "no error";
+    } catch (const InvalidArgument& e) {
+      message[size_t(r)] = e.what();
+    }
+  });
+  for (const auto& msg : message) {
+    EXPECT_NE(msg.find("pipeline.micro_batches (3)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("multiple of parallel.pp (2)"), std::string::npos) << msg;
+  }
+}
+
 TEST(PipelineEngine, ForwardOnlyMatchesOneProcess) {
   ModelSpec spec;
   auto x = testing::make_batch(5, spec.width, spec.classes, 3).first;
@@ -216,6 +314,36 @@ TEST(PipelineEngine, RecomputeKeepsOnlyInputs) {
   EXPECT_LT(rc[1] * 4, full[1]);
 }
 
+// Interleaved keeps more chunk forwards in flight than 1F1B: (p - s - 1) * 2 + (v - 1) * p + 1
+// on stage s (all m * v when m == p). With recompute each keeps only its received input, so
+// stage 1 (virtual stages 1 and 3, both receiving) keeps exactly that many inputs.
+TEST(PipelineEngine, InterleavedKeepsItsInFlightInputs) {
+  const int p = 2, v = 2;
+  ModelSpec spec{.width = 64, .classes = 4, .rows = 32};
+  for (int m : {2, 4, 8}) {
+    int in_flight = 0, peak_in_flight = 0;
+    for (const auto& a : make_pipeline_schedule(PipelineSchedule::kInterleaved1F1B, p, 1, m, v)) {
+      in_flight += a.kind == PipelineAction::kForward ? 1 : -1;
+      peak_in_flight = std::max(peak_in_flight, in_flight);
+    }
+    EXPECT_EQ(peak_in_flight, m == p ? m * v : (p - 1 - 1) * 2 + (v - 1) * p + 1);
+    int64_t peak = 0;
+    testing::run_world(p, [&](int r, PG pg) {
+      auto blocks = make_blocks(spec);
+      PipelineEngine engine({chunk_of(blocks, r, p * v), chunk_of(blocks, p + r, p * v)}, pg,
+                            {.schedule = PipelineSchedule::kInterleaved1F1B, .recompute = true},
+                            [&](const Tensor& x) {
+                              return Shape{x.size(0), spec.width};
+                            });
+      auto micro = make_micro(spec, m);
+      pg->barrier();
+      engine.forward_backward(micro, ce);
+      if (r == 1) peak = engine.last_stats().peak_activation_bytes;
+    });
+    EXPECT_EQ(peak, int64_t(peak_in_flight) * 32 * 64 * 4) << "m=" << m;
+  }
+}
+
 TEST(PipelineEngine, StalledNeighbourIsATimeoutNamingTheStage) {
   std::string message;
   testing::run_world(2, [&](int r, PG pg) {
@@ -247,9 +375,10 @@ TEST(PipelineEngine, Errors) {
   testing::run_world(1, [&](int, PG pg) {
     auto shape = [](const Tensor& x) { return Shape{x.size(0), 8}; };
     auto chunk = std::make_shared<nn::Linear>(8, 4);
-    EXPECT_THROW(
-        PipelineEngine({chunk}, pg, {.schedule = PipelineSchedule::kInterleaved1F1B}, shape),
-        InvalidArgument);
+    EXPECT_THROW(PipelineEngine({chunk, chunk}, pg, {.schedule = PipelineSchedule::k1F1B}, shape),
+                 InvalidArgument);
+    EXPECT_THROW(PipelineEngine({}, pg, {.schedule = PipelineSchedule::kInterleaved1F1B}, shape),
+                 InvalidArgument);
     EXPECT_THROW(PipelineEngine({chunk}, nullptr, {}, shape), InvalidArgument);
     EXPECT_THROW(PipelineEngine({nullptr}, pg, {}, shape), InvalidArgument);
     PipelineEngine engine({chunk}, pg, {}, shape);

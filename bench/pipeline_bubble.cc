@@ -158,9 +158,10 @@ void memory_table(const Args& a) {
         chunk->push_back(std::make_shared<nn::Linear>(a.width, a.width));
         chunk->push_back(std::make_shared<nn::GELU>());
       }
-      PipelineEngine engine({chunk}, pg, {.schedule = sched}, [&](const Tensor& x) {
-        return Shape{x.size(0), a.width};
-      });
+      PipelineEngine engine({chunk}, pg, {.schedule = sched, .exclusive_compute = true},
+                            [&](const Tensor& x) {
+                              return Shape{x.size(0), a.width};
+                            });
       auto micro = micro_batches(m, a.rows, a.width);
       pg->barrier();  // nothing else allocates while the engine measures
       engine.forward_backward(micro, ce);

@@ -24,11 +24,16 @@ double seconds_since(Clock::time_point t0) {
 }
 
 // Ranks run as threads of one process in tests and benches, and the allocator's figures are
-// the process's. Holding this lock around every tensor allocation and free of a step makes the
-// bytes a forward leaves allocated this rank's alone. Ranks as processes never contend on it.
+// the process's. Holding this lock (PipelineOptions::exclusive_compute) around every tensor
+// allocation and free of a step makes the bytes a forward leaves allocated this rank's alone.
 std::mutex& compute_mutex() {
   static std::mutex mu;
   return mu;
+}
+// The lock when options.exclusive_compute asks for it, none otherwise.
+std::unique_lock<std::mutex> compute_lock(const PipelineOptions& o) {
+  return o.exclusive_compute ? std::unique_lock<std::mutex>(compute_mutex())
+                             : std::unique_lock<std::mutex>();
 }
 
 int64_t bytes_in_use() {
@@ -103,7 +108,7 @@ void PipelineEngine::exchange(const std::vector<PipelineTransfer>& ops, Step& st
   std::vector<comm::P2POp> p2p;
   bool receives = false;
   {
-    std::lock_guard<std::mutex> lock(compute_mutex());
+    auto lock = compute_lock(opt_);
     // One stage with several chunks (p = 1, interleaved): messages to itself move from the
     // outbox to the inbox without the group. An activation of chunk c is the input of chunk
     // c + 1, a gradient of chunk c the output gradient of chunk c - 1.
@@ -147,7 +152,7 @@ void PipelineEngine::exchange(const std::vector<PipelineTransfer>& ops, Step& st
     rethrow_with_context(std::current_exception(), what + ": ");
   }
   (receives ? st.recv_wait_s : st.send_wait_s) += seconds_since(t0);
-  std::lock_guard<std::mutex> lock(compute_mutex());
+  auto lock = compute_lock(opt_);
   for (const auto& t : ops)
     if (t.kind == PipelineTransfer::kSend && t.peer != stage_)
       st.outbox.erase({t.gradient, t.micro, t.chunk});
@@ -158,7 +163,7 @@ void PipelineEngine::run_forward(const PipelineAction& a, Step& st) {
   const int vs = a.chunk * stages_ + stage_, last = stages_ * int(chunks_.size()) - 1;
   nn::Module& chunk = *chunks_[size_t(a.chunk)];
   {
-    std::lock_guard<std::mutex> lock(compute_mutex());
+    auto lock = compute_lock(opt_);
     auto t0 = Clock::now();
     const int64_t before = bytes_in_use();
     InFlight fl;
@@ -208,7 +213,7 @@ void PipelineEngine::run_backward(const PipelineAction& a, Step& st) {
   const int vs = a.chunk * stages_ + stage_, last = stages_ * int(chunks_.size()) - 1;
   nn::Module& chunk = *chunks_[size_t(a.chunk)];
   {
-    std::lock_guard<std::mutex> lock(compute_mutex());
+    auto lock = compute_lock(opt_);
     auto t0 = Clock::now();
     auto it = st.in_flight.find({a.micro, a.chunk});
     InFlight& fl = it->second;

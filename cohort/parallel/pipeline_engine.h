@@ -35,6 +35,12 @@ struct PipelineOptions {
   // Fault/delay seam: each forward of a chunk also sleeps this long, each backward twice as
   // long, so stage times are uniform and known (bench/pipeline_bubble).
   double stage_delay_s = 0;
+  // Ranks as threads of one process share its allocator: with this set, the engine holds a
+  // process-wide lock around its tensor work so that peak_activation_bytes is this rank's
+  // alone (tests and the bench). Off by default: a chunk whose forward runs a collective
+  // (tensor-parallel layers) would wait for a peer thread that waits for the lock. Ranks as
+  // processes never contend on it.
+  bool exclusive_compute = false;
 };
 
 struct PipelineMicroBatch {

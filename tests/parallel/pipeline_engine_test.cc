@@ -273,9 +273,10 @@ TEST(PipelineEngine, OneFOneBKeepsFewerActivationsThanGPipe) {
   for (auto sched : {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
     testing::run_world(p, [&](int r, PG pg) {
       auto chunk = chunk_of(make_blocks(spec), r, p);
-      PipelineEngine engine({chunk}, pg, {.schedule = sched}, [&](const Tensor& x) {
-        return Shape{x.size(0), spec.width};
-      });
+      PipelineEngine engine({chunk}, pg, {.schedule = sched, .exclusive_compute = true},
+                            [&](const Tensor& x) {
+                              return Shape{x.size(0), spec.width};
+                            });
       auto micro = make_micro(spec, m);
       pg->barrier();  // no rank allocates outside the engine while another measures
       engine.forward_backward(micro, ce);
@@ -298,11 +299,12 @@ TEST(PipelineEngine, RecomputeKeepsOnlyInputs) {
   std::vector<int64_t> full(p), rc(p);
   for (bool recompute : {false, true}) {
     testing::run_world(p, [&](int r, PG pg) {
-      PipelineEngine engine({chunk_of(make_blocks(spec), r, p)}, pg,
-                            {.schedule = PipelineSchedule::kGPipe, .recompute = recompute},
-                            [&](const Tensor& x) {
-                              return Shape{x.size(0), spec.width};
-                            });
+      PipelineEngine engine(
+          {chunk_of(make_blocks(spec), r, p)}, pg,
+          {.schedule = PipelineSchedule::kGPipe, .recompute = recompute, .exclusive_compute = true},
+          [&](const Tensor& x) {
+            return Shape{x.size(0), spec.width};
+          });
       auto micro = make_micro(spec, m);
       pg->barrier();
       engine.forward_backward(micro, ce);
@@ -331,7 +333,9 @@ TEST(PipelineEngine, InterleavedKeepsItsInFlightInputs) {
     testing::run_world(p, [&](int r, PG pg) {
       auto blocks = make_blocks(spec);
       PipelineEngine engine({chunk_of(blocks, r, p * v), chunk_of(blocks, p + r, p * v)}, pg,
-                            {.schedule = PipelineSchedule::kInterleaved1F1B, .recompute = true},
+                            {.schedule = PipelineSchedule::kInterleaved1F1B,
+                             .recompute = true,
+                             .exclusive_compute = true},
                             [&](const Tensor& x) {
                               return Shape{x.size(0), spec.width};
                             });

@@ -70,6 +70,11 @@ ModelParallelStrategy::ModelParallelStrategy(const StrategyContext& ctx)
   COHORT_CHECK_ARG(mesh_->shape.pp == 1 || batch % options_.micro_batches == 0,
                    "config: data.batch_size = ", batch,
                    " does not divide into pipeline.micro_batches = ", options_.micro_batches);
+  COHORT_CHECK_ARG(options_.pipeline.schedule != PipelineSchedule::kInterleaved1F1B ||
+                       options_.micro_batches % mesh_->shape.pp == 0,
+                   "config: pipeline.schedule = \"interleaved\" needs pipeline.micro_batches (",
+                   options_.micro_batches, ") to be a multiple of parallel.pp (", mesh_->shape.pp,
+                   ")");
   // Every rank splits alike: one group per dp index, of the pp x tp ranks that hold one replica.
   model_group_ = mesh_->world->split(mesh_->coord.dp, mesh_->world->rank());
   // Between stages travel the residual stream's activations: [b, T, C] for tokens [b, T].

@@ -103,6 +103,8 @@ TEST(ModelParallelTrain, EveryMeshMatchesOneProcess) {
            Mesh{"pp2_gpipe", 2, 1, "--set parallel.pp=2 --set pipeline.schedule=gpipe"},
            Mesh{"pp2_1f1b", 2, 1, "--set parallel.pp=2 --set pipeline.schedule=1f1b"},
            Mesh{"pp4", 4, 1, "--set parallel.pp=4"},
+           Mesh{"pp2_interleaved", 2, 1,
+                "--set parallel.pp=2 --set pipeline.schedule=interleaved --set pipeline.chunks=2"},
            Mesh{"pp2_recompute_m2", 2, 1,
                 "--set parallel.pp=2 --set pipeline.recompute=true --set pipeline.micro_batches=2"},
            Mesh{"tp2", 2, 1, "--set parallel.tp=2"},
@@ -174,6 +176,12 @@ TEST(ModelParallelTrain, AMeshThatDoesNotFitIsRefusedNamingTheKeys) {
                 "parallel.strategy = \"zero\" cannot be combined"},
            Case{2, "--set parallel.pp=2 --set pipeline.micro_batches=3",
                 "pipeline.micro_batches = 3"},
+           Case{2, "--set parallel.pp=2 --set pipeline.schedule=interleaved",
+                "the interleaved schedule needs pipeline.chunks >= 2"},
+           Case{2,
+                "--set parallel.pp=2 --set pipeline.schedule=interleaved --set pipeline.chunks=2 "
+                "--set pipeline.micro_batches=1",
+                "multiple of parallel.pp (2)"},
        }) {
     SCOPED_TRACE(c.keys);
     CliResult r = run_cli(gpt(d, "bad", c.workers, 1, c.keys));

@@ -5,6 +5,7 @@
 // the keys.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -33,15 +34,15 @@ void write_text(const fs::path& d) {
   for (int i = 0; i < 300; ++i) out << "In the beginning was the word, and line " << i << ".\n";
 }
 
-// A 4-block GPT on a generated text, global batch 8 (8 / dp per replica), AdamW with
-// clipping, 20 steps, every step logged; `mesh` (last, so it may override the rest) is e.g.
-// "--set parallel.pp=2".
+// A small GPT (4 blocks of width 32) on a generated text, global batch `batch` (batch / dp per
+// replica), AdamW with clipping, 20 steps, every step logged; `mesh` (last, so it may override
+// the rest) is e.g. "--set parallel.pp=2".
 std::string gpt(const fs::path& d, const std::string& name, int workers, int dp,
-                const std::string& mesh) {
+                const std::string& mesh, int batch = 8) {
   return "train /dev/null --workers " + std::to_string(workers) +
          " --set model.type=gpt --set model.n_layer=4 --set model.n_head=4 --set model.n_embd=32"
          " --set model.block_size=16 --set data.dataset=text --set data.path=" +
-         (d / "text.txt").string() + " --set data.batch_size=" + std::to_string(8 / dp) +
+         (d / "text.txt").string() + " --set data.batch_size=" + std::to_string(batch / dp) +
          " --set optim.name=adamw --set optim.lr=0.003 --set optim.clip_grad_norm=1.0"
          " --set train.max_steps=20 --set train.sample_bytes=0 --set train.eval_every=0"
          " --set train.eval_batches=1 --set ckpt.every_steps=10 --set ckpt.async=false"
@@ -75,13 +76,31 @@ void expect_same_model(const fs::path& want, const fs::path& got) {
     ASSERT_TRUE(b.count(name)) << name;
     const std::vector<float>& y = b.at(name);
     ASSERT_EQ(x.size(), y.size()) << name;
-    // numpy.allclose(rtol = 1e-5, atol = 1e-5): the attention's key bias has no true gradient
-    // (softmax ignores a shift shared by every key), so its gradient is rounding noise that
-    // AdamW turns into steps of up to lr; summed in another order, that noise differs.
-    for (size_t i = 0; i < x.size(); ++i)
-      ASSERT_LE(std::abs(x[i] - y[i]), 1e-5 + 1e-5 * std::abs(x[i])) << name << "[" << i << "]";
+    // Per tensor, ||x - y|| <= 2e-4 ||x||, the losses being within 1e-5: AdamW normalises each
+    // element's gradient, so an element whose gradient is mostly rounding noise moves by up to
+    // lr whichever order the sums ran in, and 20 steps of it leave parameters further apart than
+    // the losses (DDP on 2 ranks against one process, same run: up to 2.4e-5; these meshes up
+    // to 6e-5). A lost or mis-scaled micro-batch is off by percents. The attention's key bias
+    // (elements [C, 2C) of qkv.bias) is all noise (softmax ignores a shift shared by every key:
+    // its true gradient is 0), so it is left out; it changes no output.
+    const bool qkv_bias = name.size() > 13 && name.substr(name.size() - 13) == "attn.qkv.bias";
+    const size_t C = x.size() / 3;
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (qkv_bias && i >= C && i < 2 * C) continue;
+      diff += double(x[i] - y[i]) * double(x[i] - y[i]);
+      norm += double(x[i]) * double(x[i]);
+    }
+    EXPECT_LE(std::sqrt(diff), 2e-4 * std::sqrt(norm) + 1e-12) << name;
   }
 }
+
+// The model and optimizer of examples/kjv_gpt.toml (4 blocks of width 128, context 128, batch
+// 32, AdamW), on the generated text.
+constexpr char kExampleGpt[] =
+    " --set model.n_embd=128 --set model.block_size=128 --set optim.weight_decay=0.01"
+    " --set optim.beta2=0.99";
+constexpr int kExampleBatch = 32;
 
 struct Mesh {
   const char* name;
@@ -89,36 +108,52 @@ struct Mesh {
   const char* keys;
 };
 
-}  // namespace
-
-// Every split of the model trains as one process on the same global batch: losses within
-// 1e-5 relative at every step, final parameters as numpy.allclose(rtol = atol = 1e-5).
-TEST(ModelParallelTrain, EveryMeshMatchesOneProcess) {
-  fs::path d = fresh_dir("equivalence");
+// Steps 1..20 of `meshes` against one process on the same global batch: losses within 1e-5
+// relative at every step, every final parameter tensor within 2e-4 (relative L2).
+void expect_meshes_match_one_process(const fs::path& d, const std::vector<Mesh>& meshes,
+                                     const std::string& model, int batch) {
   write_text(d);
-  CliResult one = run_cli(gpt(d, "one", 1, 1, ""));
+  CliResult one = run_cli(gpt(d, "one", 1, 1, model, batch));
   ASSERT_EQ(one.status, 0) << one.output;
   const auto expected = global_losses(d / "one", 1);
-  for (const Mesh& m : {
-           Mesh{"pp2_gpipe", 2, 1, "--set parallel.pp=2 --set pipeline.schedule=gpipe"},
-           Mesh{"pp2_1f1b", 2, 1, "--set parallel.pp=2 --set pipeline.schedule=1f1b"},
-           Mesh{"pp4", 4, 1, "--set parallel.pp=4"},
-           Mesh{"pp2_interleaved", 2, 1,
-                "--set parallel.pp=2 --set pipeline.schedule=interleaved --set pipeline.chunks=2"},
-           Mesh{"pp2_recompute_m2", 2, 1,
-                "--set parallel.pp=2 --set pipeline.recompute=true --set pipeline.micro_batches=2"},
-           Mesh{"tp2", 2, 1, "--set parallel.tp=2"},
-           Mesh{"tp4", 4, 1, "--set parallel.tp=4"},
-           Mesh{"dp2_pp2", 4, 2, "--set parallel.dp=2 --set parallel.pp=2"},
-           Mesh{"pp2_tp2", 4, 1, "--set parallel.pp=2 --set parallel.tp=2"},
-           Mesh{"dp2_tp2", 4, 2, "--set parallel.dp=2 --set parallel.tp=2"},
-       }) {
+  for (const Mesh& m : meshes) {
     SCOPED_TRACE(m.name);
-    CliResult r = run_cli(gpt(d, m.name, m.workers, m.dp, m.keys));
+    CliResult r = run_cli(gpt(d, m.name, m.workers, m.dp, model + " " + m.keys, batch));
     ASSERT_EQ(r.status, 0) << r.output;
     expect_same_losses(expected, global_losses(d / m.name, m.workers), 1, 20);
     expect_same_model(step_dir(d, "one", 20), step_dir(d, m.name, 20));
   }
+}
+
+}  // namespace
+
+// Every split of the example's GPT trains as one process does on the same global batch.
+TEST(ModelParallelTrain, EveryMeshMatchesOneProcessOnTheExampleGpt) {
+  expect_meshes_match_one_process(
+      fresh_dir("equivalence"),
+      {
+          Mesh{"pp2_gpipe", 2, 1, "--set parallel.pp=2 --set pipeline.schedule=gpipe"},
+          Mesh{"pp2_1f1b", 2, 1, "--set parallel.pp=2 --set pipeline.schedule=1f1b"},
+          Mesh{"pp4", 4, 1, "--set parallel.pp=4"},
+          Mesh{"tp2", 2, 1, "--set parallel.tp=2"},
+          Mesh{"tp4", 4, 1, "--set parallel.tp=4"},
+          Mesh{"dp2_pp2", 4, 2, "--set parallel.dp=2 --set parallel.pp=2"},
+          Mesh{"pp2_tp2", 4, 1, "--set parallel.pp=2 --set parallel.tp=2"},
+          Mesh{"dp2_tp2", 4, 2, "--set parallel.dp=2 --set parallel.tp=2"},
+      },
+      kExampleGpt, kExampleBatch);
+}
+
+// The other schedules, on the small GPT: interleaved (2 virtual stages per rank) and 1F1B with
+// recomputation.
+TEST(ModelParallelTrain, InterleavedAndRecomputationMatchOneProcess) {
+  expect_meshes_match_one_process(
+      fresh_dir("schedules"),
+      {Mesh{"pp2_interleaved", 2, 1,
+            "--set parallel.pp=2 --set pipeline.schedule=interleaved --set pipeline.chunks=2"},
+       Mesh{"pp2_recompute_m2", 2, 1,
+            "--set parallel.pp=2 --set pipeline.recompute=true --set pipeline.micro_batches=2"}},
+      "", 8);
 }
 
 // A worker killed at step 13 restarts the job from step 10's checkpoint: step 20's losses

@@ -110,56 +110,17 @@ std::string name(const Config& c, int p) {
                      c.recompute ? " recompute" : "", c.dropout ? " dropout" : "");
 }
 
-void check_equivalence(int p) {
+// Every configuration of `schedules` x m x recompute x dropout on p stages with v chunks per
+// rank (virtual stage vs = k * p + r holds blocks [vs * n / (p v), (vs + 1) * n / (p v))): the
+// loss and every chunk's gradients against one process. Every chunk calls its Dropout modules
+// in micro-batch order, as the one process does.
+void check_equivalence(int p, int v, const std::vector<PipelineSchedule>& schedules,
+                       const std::vector<int>& ms) {
   std::vector<Config> configs;
-  for (auto sched : {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B})
-    for (int m : {1, 3, 4, 8})
+  for (auto sched : schedules)
+    for (int m : ms)
       for (bool rc : {false, true})
         for (bool drop : {false, true}) configs.push_back({sched, m, rc, drop});
-  std::vector<std::vector<std::string>> errors(configs.size(), std::vector<std::string>(p));
-  std::vector<Layers> refs;
-  std::vector<double> ref_loss;
-  for (const auto& c : configs) {
-    ModelSpec spec{.dropout = c.dropout};
-    refs.push_back(make_blocks(spec));
-    ref_loss.push_back(reference(refs.back(), make_micro(spec, c.m)));
-  }
-  testing::run_world(p, [&](int r, PG pg) {
-    for (size_t i = 0; i < configs.size(); ++i) {
-      const auto& c = configs[i];
-      ModelSpec spec{.dropout = c.dropout};
-      auto chunk = chunk_of(make_blocks(spec), r, p);
-      PipelineEngine engine({chunk}, pg, {.schedule = c.schedule, .recompute = c.recompute},
-                            [&](const Tensor& x) {
-                              return Shape{x.size(0), spec.width};
-                            });
-      double loss = engine.forward_backward(make_micro(spec, c.m), ce);
-      std::string& err = errors[i][size_t(r)];
-      if (rel(loss, ref_loss[i]) > 1e-5) err = detail::str("loss ", loss, " vs ", ref_loss[i]);
-      if (err.empty()) err = compare_grads(*chunk, *chunk_of(refs[i], r, p), 1e-5);
-    }
-  });
-  for (size_t i = 0; i < configs.size(); ++i)
-    for (int r = 0; r < p; ++r)
-      EXPECT_EQ(errors[i][size_t(r)], "") << name(configs[i], p) << " stage " << r;
-}
-
-TEST(PipelineEngine, MatchesOneProcessTwoStages) {
-  check_equivalence(2);
-}
-TEST(PipelineEngine, MatchesOneProcessFourStages) {
-  check_equivalence(4);
-}
-
-// Interleaved with v chunks per rank: virtual stage vs = c * p + r holds blocks
-// [vs * n / (p v), (vs + 1) * n / (p v)). Every chunk calls its Dropout modules in micro-batch
-// order, as the one process does.
-void check_interleaved_equivalence(int p, int v, const std::vector<int>& ms) {
-  std::vector<Config> configs;
-  for (int m : ms)
-    for (bool rc : {false, true})
-      for (bool drop : {false, true})
-        configs.push_back({PipelineSchedule::kInterleaved1F1B, m, rc, drop});
   std::vector<std::vector<std::string>> errors(configs.size(), std::vector<std::string>(p));
   std::vector<Layers> refs;
   std::vector<double> ref_loss;
@@ -194,16 +155,26 @@ void check_interleaved_equivalence(int p, int v, const std::vector<int>& ms) {
       EXPECT_EQ(errors[i][size_t(r)], "") << name(configs[i], p) << " v=" << v << " stage " << r;
 }
 
+const std::vector<PipelineSchedule> kFlat{PipelineSchedule::kGPipe, PipelineSchedule::k1F1B};
+const std::vector<PipelineSchedule> kInterleaved{PipelineSchedule::kInterleaved1F1B};
+
+TEST(PipelineEngine, MatchesOneProcessTwoStages) {
+  check_equivalence(2, 1, kFlat, {1, 3, 4, 8});
+}
+TEST(PipelineEngine, MatchesOneProcessFourStages) {
+  check_equivalence(4, 1, kFlat, {1, 3, 4, 8});
+}
+
 TEST(PipelineEngine, InterleavedMatchesOneProcessTwoStages) {
-  check_interleaved_equivalence(2, 2, {2, 4, 8});
+  check_equivalence(2, 2, kInterleaved, {2, 4, 8});
 }
 TEST(PipelineEngine, InterleavedMatchesOneProcessFourStages) {
-  check_interleaved_equivalence(4, 2, {4, 8});
+  check_equivalence(4, 2, kInterleaved, {4, 8});
 }
 // p = 1: the chunks hand activations and gradients to each other without the group.
 TEST(PipelineEngine, InterleavedMatchesOneProcessOneStage) {
-  check_interleaved_equivalence(1, 2, {1, 3});
-  check_interleaved_equivalence(1, 4, {2});
+  check_equivalence(1, 2, kInterleaved, {1, 3});
+  check_equivalence(1, 4, kInterleaved, {2});
 }
 
 TEST(PipelineEngine, InterleavedForwardOnlyMatchesOneProcess) {

@@ -70,8 +70,9 @@ void print_start(const Trainer::State& s) {
   const std::string how = s.world->group ? s.world->group->backend_name() : "parameter servers";
   std::string workers =
       s.world->size > 1 ? detail::str(", ", s.world->size, " workers (", how, ")") : "";
-  std::printf("cohort train: %s, %ld parameters, %ld steps, %d thread(s)%s, run dir %s\n",
+  std::printf("cohort train: %s, %ld parameters%s, %ld steps, %d thread(s)%s, run dir %s\n",
               s.cfg.get_string("model.type").c_str(), long(s.model->num_parameters()),
+              s.mesh ? " on rank 0 (its pipeline stage and tensor-parallel shard)" : "",
               long(s.total_steps), num_threads(), workers.c_str(), s.run_dir.c_str());
 }
 

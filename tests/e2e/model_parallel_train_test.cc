@@ -144,15 +144,17 @@ TEST(ModelParallelTrain, EveryMeshMatchesOneProcessOnTheExampleGpt) {
       kExampleGpt, kExampleBatch);
 }
 
-// The other schedules, on the small GPT: interleaved (2 virtual stages per rank) and 1F1B with
-// recomputation.
-TEST(ModelParallelTrain, InterleavedAndRecomputationMatchOneProcess) {
+// The other schedules and splits, on the small GPT: interleaved (2 virtual stages per rank),
+// 1F1B with recomputation, stages given explicitly and balanced by measured time.
+TEST(ModelParallelTrain, OtherSchedulesAndSplitsMatchOneProcess) {
   expect_meshes_match_one_process(
       fresh_dir("schedules"),
       {Mesh{"pp2_interleaved", 2, 1,
             "--set parallel.pp=2 --set pipeline.schedule=interleaved --set pipeline.chunks=2"},
        Mesh{"pp2_recompute_m2", 2, 1,
-            "--set parallel.pp=2 --set pipeline.recompute=true --set pipeline.micro_batches=2"}},
+            "--set parallel.pp=2 --set pipeline.recompute=true --set pipeline.micro_batches=2"},
+       Mesh{"pp2_layers_1_3", 2, 1, "--set parallel.pp=2 --set pipeline.layers=[1,3]"},
+       Mesh{"pp2_balance_time", 2, 1, "--set parallel.pp=2 --set pipeline.balance=time"}},
       "", 8);
 }
 

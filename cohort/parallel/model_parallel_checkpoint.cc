@@ -152,6 +152,24 @@ void ModelParallelStrategy::load_model(const nn::StateDict& state) {
     COHORT_CHECK_ARG(problems[r].empty(), "rank ", r, ": ", problems[r]);
 }
 
+// Reads only this rank's tensors; the others enter load_model's check by name alone (undefined
+// tensors: which tensors the checkpoint holds is all it needs of them). A checkpoint without
+// one of this rank's names (an older layout, another model) goes the whole way, and
+// load_model's checks say what is wrong; either way load_model runs on every rank.
+void ModelParallelStrategy::load_model_from(const ckpt::ShardedView& view,
+                                            const std::function<nn::StateDict()>& whole) {
+  const std::vector<std::string> names = view.names("model");
+  const std::set<std::string> in_view(names.begin(), names.end());
+  const nn::StateDict own = model_.state_dict();
+  bool all_there = true;
+  for (const auto& [name, t] : own) all_there = all_there && in_view.count(name);
+  if (!all_there) return load_model(whole());
+  nn::StateDict state;
+  for (const std::string& name : names)
+    state[name] = own.count(name) ? view.full("model", name) : Tensor();
+  load_model(state);
+}
+
 void ModelParallelStrategy::load_optimizer(const ckpt::ShardedView& view,
                                            const std::map<std::string, double>& scalars) {
   optim::OptimizerState os;

@@ -61,6 +61,8 @@ class ModelParallelStrategy : public Strategy {
   std::vector<ckpt::TensorPiece> optimizer_pieces() const override;
   std::map<std::string, double> optimizer_scalars() const override;
   void load_model(const nn::StateDict& state) override;
+  void load_model_from(const ckpt::ShardedView& view,
+                       const std::function<nn::StateDict()>& whole) override;
   void load_optimizer(const ckpt::ShardedView& view,
                       const std::map<std::string, double>& scalars) override;
 

@@ -20,6 +20,7 @@
 // rank 0's state. The default implementations are those of single-process training.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -152,6 +153,13 @@ class Strategy {
   // Puts a checkpoint's parameters and buffers (whole tensors) into the model. A strategy that
   // keeps parameters elsewhere between uses (ZeRO-3's shards) takes its part of them here.
   virtual void load_model(const nn::StateDict& state) { model_.load_state_dict(state); }
+  // The same from the checkpoint's view (ckpt/sharded.h); `whole` reads every tensor whole.
+  // The default loads whole(); a strategy whose ranks hold parts of the model reads only its
+  // own tensors, so that no rank materialises the whole model.
+  virtual void load_model_from(const ckpt::ShardedView& view,
+                               const std::function<nn::StateDict()>& whole) {
+    load_model(whole());
+  }
   // A strategy that shards the optimizer's state (ZeRO) says so here: each rank then holds only
   // part of it, and the trainer saves every rank's optimizer_pieces() (the optimizer's
   // checkpoint names, "<param>.<slot>", cut as the rank holds them: ckpt/sharded.h) with rank

@@ -342,7 +342,7 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
     check_same_run(s, d);
     // Whole tensors or pieces, from any world size (ckpt/sharded.h).
     const ckpt::ShardedView view(d);
-    s.strategy->load_model(checkpoint_model_state(d, view));
+    s.strategy->load_model_from(view, [&] { return checkpoint_model_state(d, view); });
     NamedTensors strategy_tensors;
     optim::OptimizerState os;
     os.tensors = optimizer_tensors_of(view, !s.strategy->shards_optimizer(), &strategy_tensors);

@@ -23,4 +23,22 @@ Batch Subset::get_batch(std::span<const int64_t> indices) const {
   return base_->get_batch(shifted);
 }
 
+IndexSubset::IndexSubset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices)
+    : base_(std::move(base)), indices_(std::move(indices)) {
+  COHORT_CHECK_ARG(base_ != nullptr, "IndexSubset: the base dataset is null");
+  const int64_t n = base_->size();
+  for (size_t k = 0; k < indices_.size(); ++k) {
+    COHORT_CHECK_ARG(indices_[k] >= 0 && indices_[k] < n, "IndexSubset: index ", indices_[k],
+                     " (position ", k, " of the list) is out of range [0, ", n,
+                     ") of the base dataset");
+  }
+}
+
+Batch IndexSubset::get_batch(std::span<const int64_t> indices) const {
+  check_batch_indices(indices, size(), "IndexSubset");
+  std::vector<int64_t> mapped(indices.size());
+  for (size_t k = 0; k < indices.size(); ++k) mapped[k] = indices_[size_t(indices[k])];
+  return base_->get_batch(mapped);
+}
+
 }  // namespace cohort::data

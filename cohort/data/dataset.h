@@ -42,6 +42,22 @@ class Subset final : public Dataset {
   int64_t begin_, end_;
 };
 
+// The samples of another dataset named by an index list, renumbered from 0 in list order: one
+// federated client's share, or any split that is not a contiguous range. Indices may repeat
+// (a bootstrap draw); each is checked against the base once, here, so get_batch only checks the
+// positions it is handed.
+class IndexSubset final : public Dataset {
+ public:
+  IndexSubset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices);
+  int64_t size() const override { return int64_t(indices_.size()); }
+  Batch get_batch(std::span<const int64_t> indices) const override;
+  const std::vector<int64_t>& indices() const { return indices_; }
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  std::vector<int64_t> indices_;
+};
+
 // Throws InvalidArgument naming `what` when an index is outside [0, size) or the list is empty.
 void check_batch_indices(std::span<const int64_t> indices, int64_t size, const std::string& what);
 

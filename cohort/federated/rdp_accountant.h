@@ -40,8 +40,8 @@ EpsilonResult rdp_to_epsilon(const std::vector<double>& orders, const std::vecto
                              double delta);
 
 // 1.1, 1.2, ..., 10.9 (fractional orders decide epsilon when it is small), then 11, ..., 64,
-// 128, 256 (large orders decide it when noise is large): the grid of Opacus, plus two large
-// orders.
+// 128, 256 (large orders decide it when the noise is large): Opacus's grid (1.1 ... 10.9,
+// 12 ... 63) with 11, 64, 128 and 256 added.
 std::vector<double> default_rdp_orders();
 
 class RdpAccountant {

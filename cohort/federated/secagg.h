@@ -31,8 +31,11 @@
 // user's input beyond the sum over U3. The signature round and consistency check of the
 // paper's malicious variant are left out on purpose: the transport is already authenticated
 // (TLS plus the job secret), so the server cannot impersonate users, and a server that lies
-// about who dropped is outside this model. Pick t > |U1| / 2 so that two disjoint halves
-// cannot both unmask. Keys and seeds are fresh per round; secrets are wiped once used.
+// about who dropped is outside this model. t trades the two: a round survives up to |U1| - t
+// dropouts, and privacy holds against the server plus up to t - 1 colluding users; the paper
+// takes t > |U1| / 2 (also what the malicious variant needs). Keys and seeds are fresh per
+// round; secrets are wiped once used. The self-mask seeds b_v are rebuilt unchecked (a wrong
+// share gives a wrong sum); a dropped user's s_v^SK is checked against its advertised key.
 //
 // Cost per round, n = |U1|, L = vector length: n(n-1) sealed shares (about 120 bytes each) go
 // through the server; each user does 2(n-1) X25519 agreements and n PRG expansions of 8L bytes
@@ -142,10 +145,11 @@ class Server {  // one per round
   std::map<uint32_t, msg::UserKeys> roster_;  // U1
   std::map<uint32_t, size_t> index_;          // id -> roster index (x - 1)
   Bytes roster_bytes_;
-  std::map<uint32_t, std::vector<msg::Sealed>> sent_shares_;  // by sender; keys = U2
-  std::set<uint32_t> u2_;
-  std::set<uint32_t> u3_;             // who sent y_u
-  std::vector<uint64_t> masked_sum_;  // sum of y_u over U3
+  std::map<uint32_t, std::vector<msg::Sealed>> sent_shares_;  // by sender, until closed
+  std::map<uint32_t, std::vector<msg::Sealed>> inbox_;        // by recipient, once closed
+  std::set<uint32_t> u2_;                                     // who sent shares
+  std::set<uint32_t> u3_;                                     // who sent y_u
+  std::vector<uint64_t> masked_sum_;                          // sum of y_u over U3
   Bytes survivors_bytes_;
   // responder -> owner -> its share of the owner's b (owner in U3) or s^SK (owner dropped)
   std::map<uint32_t, std::map<uint32_t, std::vector<uint64_t>>> unmasks_;

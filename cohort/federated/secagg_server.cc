@@ -86,6 +86,12 @@ void Server::close_shares() {
                    ": close_shares() called in phase ", step_phase(static_cast<int>(step_)));
   check_enough(params_, Phase::kShares, sent_shares_.size());
   for (const auto& [id, list] : sent_shares_) u2_.insert(id);
+  // Sort the sealed shares by recipient once; those to users outside U2 are dropped here,
+  // and each inbox holds exactly one share from every other member of U2.
+  for (auto& [from, list] : sent_shares_)
+    for (msg::Sealed& s : list)
+      if (u2_.count(s.peer)) inbox_[s.peer].push_back({from, std::move(s.bytes)});
+  sent_shares_.clear();
   masked_sum_.assign(params_.length, 0);
   step_ = Step::kMasked;
 }
@@ -95,13 +101,7 @@ Bytes Server::shares_for(uint32_t id) {
   COHORT_CHECK_ARG(step_ != Step::kAdvertise && step_ != Step::kShares, ctx,
                    "shares_for() before close_shares()");
   COHORT_CHECK_ARG(u2_.count(id), ctx, "this user sent no shares: it is not in U2");
-  std::vector<msg::Sealed> inbox;  // only from U2: a sender is in U2 exactly when it is here
-  for (const auto& [from, list] : sent_shares_) {
-    auto it =
-        std::find_if(list.begin(), list.end(), [id](const msg::Sealed& s) { return s.peer == id; });
-    if (it != list.end()) inbox.push_back({from, it->bytes});
-  }
-  return msg::encode_sealed({Phase::kSharesFor, params_.round, id}, inbox);
+  return msg::encode_sealed({Phase::kSharesFor, params_.round, id}, inbox_[id]);
 }
 
 void Server::add_masked(uint32_t id, const Bytes& m) {
@@ -135,10 +135,6 @@ std::vector<uint32_t> Server::contributors() const {
                    msg::phase_name(Phase::kMasked));
   return {u3_.begin(), u3_.end()};
 }
-
-}  // namespace cohort::federated::secagg
-
-namespace cohort::federated::secagg {
 
 // An answer must hold exactly one share per member of U2: of b_v for v in U3, of s_v^SK for
 // v dropped. Anything else is a confused or lying client, refused as a whole.

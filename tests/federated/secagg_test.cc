@@ -233,7 +233,7 @@ TEST(SecAgg, ACorruptUnmaskShareIsDetectedForDroppedKeys) {
   EXPECT_NE(err.find("does not match the key it advertised"), std::string::npos) << err;
 }
 
-TEST(SecAgg, MalformedMessagesAreRefusedNamingTheUser) {
+TEST(SecAgg, MalformedAdvertisementsAreRefusedNamingTheUser) {
   Round r(6, 4, 20);
   const uint32_t a = r.id(0), b = r.id(1);
   const Bytes adv = r.clients[0].advertise();
@@ -255,6 +255,12 @@ TEST(SecAgg, MalformedMessagesAreRefusedNamingTheUser) {
             std::string::npos);
   for (size_t len = 0; len < adv.size(); ++len)  // every truncation, never a crash
     EXPECT_THROW(r.server.add_advertise(a, Bytes(adv.begin(), adv.begin() + len)), InvalidArgument);
+}
+
+TEST(SecAgg, ReplayedWrongPhaseAndTamperedMessagesAreRefused) {
+  Round r(6, 4, 20);
+  const uint32_t a = r.id(0), b = r.id(1);
+  const Bytes adv = r.clients[0].advertise();
   r.server.add_advertise(a, adv);
   EXPECT_NE(error_of([&] { r.server.add_advertise(a, adv); }).find("replay"), std::string::npos);
   for (int i = 1; i < 6; ++i) r.server.add_advertise(r.id(i), r.clients[i].advertise());
@@ -283,6 +289,23 @@ TEST(SecAgg, MalformedMessagesAreRefusedNamingTheUser) {
   EXPECT_NE(e3.find("expected 20"), std::string::npos) << e3;
   r.server.add_masked(b, y_b);
   EXPECT_NE(error_of([&] { r.server.add_masked(b, y_b); }).find("replay"), std::string::npos);
+}
+
+TEST(SecAgg, AClientRefusesARosterNotForItsRound) {
+  Round r(6, 4, 20);
+  for (int i = 1; i < 6; ++i) r.server.add_advertise(r.id(i), r.clients[i].advertise());
+  r.clients[0].advertise();
+  const Bytes without_me = r.server.roster();  // user 0's advertisement never arrived
+  std::string err = error_of([&] { r.clients[0].share_keys(without_me); });
+  EXPECT_NE(err.find("user " + std::to_string(r.id(0))), std::string::npos) << err;
+  EXPECT_NE(err.find("keys it advertised"), std::string::npos) << err;
+  Client late(r.id(0), {8, 4, 20});  // a client of round 8 given round 7's roster
+  late.advertise();
+  EXPECT_NE(error_of([&] { late.share_keys(without_me); }).find("round 7, expected round 8"),
+            std::string::npos);
+  Client early(r.id(0), {7, 4, 20});  // phases out of order
+  EXPECT_NE(error_of([&] { early.share_keys(without_me); }).find("before advertise()"),
+            std::string::npos);
 }
 
 TEST(SecAgg, CostPerPhaseAtLength100k) {

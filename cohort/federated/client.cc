@@ -56,6 +56,8 @@ bool FlClient::connect_and_hello() {
               " (", w.clients, " clients expected)");
     return true;
   } catch (const Timeout&) {
+  } catch (const comm::service::HandshakeError&) {
+    throw;  // a wrong certificate or secret: retrying cannot help
   } catch (const IoError& e) {
     log::debug("fl", "client ", options_.id, ": ", e.what());
   }

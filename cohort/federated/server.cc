@@ -19,7 +19,8 @@ FlServer::FlServer(FlServerOptions options) : options_(std::move(options)) {
   h.on_leave = [this](const comm::service::Peer& p, const std::string& why) { on_leave(p, why); };
   service_ = std::make_unique<comm::service::Server>(options_.service, std::move(h));
   log::info("fl", "federated server listening on ", service_->address(),
-            /*TLSMARK*/ "", ", model of ", options_.layout.total, " parameters");
+            options_.service.tls.enabled() ? " (TLS)" : "", ", model of ", options_.layout.total,
+            " parameters");
 }
 
 FlServer::~FlServer() {

@@ -38,6 +38,8 @@ const char* refusal_text(Refusal r) {
       return "malformed frame after authenticating";
     case Refusal::kFrameTimeout:
       return "stalled in the middle of a frame";
+    case Refusal::kTlsHandshake:
+      return "TLS handshake failed (no certificate, one from another CA, or not TLS)";
   }
   return "?";
 }
@@ -58,6 +60,8 @@ const char* refusal_name(Refusal r) {
       return "bad frame";
     case Refusal::kFrameTimeout:
       return "frame timeout";
+    case Refusal::kTlsHandshake:
+      return "TLS handshake failed";
   }
   return "?";
 }
@@ -97,6 +101,8 @@ ServerLoop::ServerLoop(ServerLoopOptions options, Handler* handler)
   address_ = join_host_port(listener_.host, listener_.port);
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   COHORT_CHECK_IO(wake_fd_.valid(), owner, ": eventfd failed: ", std::strerror(errno));
+  if (options_.tls.enabled())
+    tls_ctx_ = std::make_unique<TlsContext>(options_.tls, TlsRole::kServer);
 }
 
 ServerLoop::~ServerLoop() {
@@ -211,14 +217,19 @@ void ServerLoop::poll_once() {
   for (auto& [id, c] : conns_) {
     short ev = 0;
     if (c->state != ServerConn::State::kClosing && c->unsent() < options_.max_unsent) ev |= POLLIN;
-    if (c->unsent() > 0) ev |= POLLOUT;
+    if (c->unsent() > 0 && !(c->tls && c->tls->wants_read())) ev |= POLLOUT;
     fds.push_back({c->fd.get(), ev, 0});
     owners.push_back(c.get());
   }
-  int rc = ::poll(fds.data(), fds.size(), next_timeout_ms());
+  // Decrypted bytes waiting inside TLS leave nothing on the socket for poll() to see.
+  bool tls_pending = false;
+  for (auto& [id, c] : conns_) tls_pending = tls_pending || (c->tls && c->tls->pending() > 0);
+  int rc = ::poll(fds.data(), fds.size(), tls_pending ? 0 : next_timeout_ms());
   if (rc < 0 && errno != EINTR) throw IoError(detail::str("poll: ", std::strerror(errno)));
   if (stop_.load()) return;
-  if (rc > 0) {
+  for (size_t i = 0; i < fds.size(); ++i)
+    if (owners[i] && owners[i]->tls && owners[i]->tls->pending() > 0) fds[i].revents |= POLLIN;
+  if (rc > 0 || tls_pending) {
     if (fds[0].revents & POLLIN) run_posted();
     if (accepting && (fds[1].revents & POLLIN)) accept_all();
     for (size_t i = 0; i < fds.size(); ++i) {
@@ -226,7 +237,9 @@ void ServerLoop::poll_once() {
       if (!c || !fds[i].revents || c->dead) continue;
       try {
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) on_readable(*c);
-        if (!c->dead && (fds[i].revents & POLLOUT)) flush(*c);
+        // TLS: a read may have moved the handshake on, so queued bytes can go now.
+        const bool tls_moved = c->tls && (fds[i].revents & POLLIN) && c->unsent() > 0;
+        if (!c->dead && ((fds[i].revents & POLLOUT) || tls_moved)) flush(*c);
         if (!c->dead) serve(*c);
       } catch (const std::exception& e) {
         drop(*c, detail::str("internal error: ", e.what()));
@@ -273,6 +286,7 @@ void ServerLoop::accept_all() {
     c->peer = peer_address(fd);
     c->deadline = Clock::now() + options_.auth_timeout;
     set_nodelay(fd);
+    if (tls_ctx_) c->tls = std::make_unique<TlsStream>(*tls_ctx_, fd);
     c->handshake.emplace(options_.secret, options_.auth_context);
     const auto& ch = c->handshake->challenge();
     c->out.assign(ch.begin(), ch.end());
@@ -290,7 +304,7 @@ void ServerLoop::on_readable(ServerConn& c) {
   if (c.state == ServerConn::State::kReady) return read_frames(c);
   // kClosing: discard whatever arrives; a hang-up ends it.
   uint8_t sink[512];
-  ssize_t r = ::recv(c.fd.get(), sink, sizeof(sink), MSG_DONTWAIT);
+  ssize_t r = conn_recv(c, sink, sizeof(sink));
   if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) close(c);
 }
 
@@ -298,11 +312,12 @@ void ServerLoop::read_handshake(ServerConn& c) {
   // Read no more than the response: nothing else is read before the peer is authenticated.
   size_t have = c.in.size();
   c.in.resize(auth::kResponseBytes);
-  ssize_t r = ::recv(c.fd.get(), c.in.data() + have, auth::kResponseBytes - have, MSG_DONTWAIT);
+  ssize_t r = conn_recv(c, c.in.data() + have, auth::kResponseBytes - have);
   c.in.resize(have + size_t(std::max<ssize_t>(r, 0)));
   if (r == 0) return refuse(c, Refusal::kHungUp, "");
   if (r < 0) {
     if (errno == EAGAIN || errno == EINTR) return;
+    if (c.tls && errno == EPROTO) return refuse(c, Refusal::kTlsHandshake, c.tls->error());
     return refuse(c, Refusal::kHungUp, detail::str("read failed: ", std::strerror(errno)));
   }
   if (!auth::ServerHandshake::plausible_prefix(c.in)) return refuse(c, Refusal::kNotHandshake, "");
@@ -343,7 +358,7 @@ void ServerLoop::read_frames(ServerConn& c) {
       options_.max_unparsed > c.unparsed() ? options_.max_unparsed - c.unparsed() : 0;
   const size_t want = std::max(kReadChunk, std::min(room, allowed));
   c.in.resize(have + want);
-  ssize_t r = ::recv(c.fd.get(), c.in.data() + have, want, MSG_DONTWAIT);
+  ssize_t r = conn_recv(c, c.in.data() + have, want);
   c.in.resize(have + size_t(std::max<ssize_t>(r, 0)));
   if (r == 0) {
     log::debug(options_.log_subsystem, c.peer, " disconnected");
@@ -361,8 +376,7 @@ void ServerLoop::read_frames(ServerConn& c) {
 }
 
 void ServerLoop::read_body(ServerConn& c) {
-  ssize_t r =
-      ::recv(c.fd.get(), c.body.data() + c.body_have, c.body.size() - c.body_have, MSG_DONTWAIT);
+  ssize_t r = conn_recv(c, c.body.data() + c.body_have, c.body.size() - c.body_have);
   if (r > 0) c.body_have += size_t(r);
   if (r == 0) {
     log::debug(options_.log_subsystem, c.peer, " disconnected in the middle of a frame");
@@ -374,6 +388,16 @@ void ServerLoop::read_body(ServerConn& c) {
   }
 }
 
+ssize_t ServerLoop::conn_recv(ServerConn& c, void* buf, size_t n) {
+  if (c.tls) return c.tls->read(buf, n);
+  return ::recv(c.fd.get(), buf, n, MSG_DONTWAIT);
+}
+
+ssize_t ServerLoop::conn_send(ServerConn& c, const void* buf, size_t n) {
+  if (c.tls) return c.tls->write(buf, n);
+  return ::send(c.fd.get(), buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 ServerConn* ServerLoop::find(uint64_t id) {
   auto it = conns_.find(id);
   return it == conns_.end() || it->second->dead ? nullptr : it->second.get();
@@ -381,10 +405,11 @@ ServerConn* ServerLoop::find(uint64_t id) {
 
 void ServerLoop::flush(ServerConn& c) {
   while (c.unsent() > 0) {
-    ssize_t r =
-        ::send(c.fd.get(), c.out.data() + c.out_pos, c.unsent(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t r = conn_send(c, c.out.data() + c.out_pos, c.unsent());
     if (r < 0) {
       if (errno == EAGAIN || errno == EINTR) return;
+      if (c.tls && errno == EPROTO && c.state == ServerConn::State::kAuth)
+        return refuse(c, Refusal::kTlsHandshake, c.tls->error());
       log::debug(options_.log_subsystem, "send to ", c.peer, " failed: ", std::strerror(errno));
       return close(c, detail::str("send failed: ", std::strerror(errno)));
     }

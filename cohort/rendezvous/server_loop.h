@@ -39,6 +39,7 @@
 #include "cohort/rendezvous/secret.h"
 #include "cohort/rendezvous/socket.h"
 #include "cohort/rendezvous/store.h"
+#include "cohort/rendezvous/tls.h"
 
 namespace cohort::rendezvous {
 
@@ -50,9 +51,11 @@ enum class Refusal {
   kHungUp,        // it closed (or reset) the connection before authenticating
   kBadFrame,      // authenticated, then sent a malformed frame (e.g. a huge length field)
   kFrameTimeout,  // authenticated, then left a frame unfinished for frame_timeout
+  kTlsHandshake,  // TLS servers: the TLS handshake failed (no or a foreign certificate, garbage)
 };
-inline constexpr size_t kRefusalKinds = 6;
-// "not a cohort handshake", "bad HMAC", "auth timeout", "hung up", "bad frame", "frame timeout".
+inline constexpr size_t kRefusalKinds = 7;
+// "not a cohort handshake", "bad HMAC", "auth timeout", "hung up", "bad frame", "frame timeout",
+// "TLS handshake failed".
 const char* refusal_name(Refusal r);
 
 struct ServerLoopOptions {
@@ -74,6 +77,9 @@ struct ServerLoopOptions {
   // > 0: a ready connection whose buffered bytes stop short of a frame, with no frame completed
   // for this long, is refused (kFrameTimeout). 0: no limit.
   Millis frame_timeout{0};
+  // Non-empty: every connection is TLS (tls.h) with these files; the secret's handshake then
+  // runs inside it.
+  TlsOptions tls;
 };
 
 // A byte vector whose resize() leaves new bytes uninitialized: the receive buffer grows by a
@@ -105,6 +111,7 @@ struct ServerConn {
   State state = State::kAuth;
   bool dead = false;  // erased at the end of the loop iteration
   std::optional<auth::ServerHandshake> handshake;
+  std::unique_ptr<TlsStream> tls;  // TLS servers only: every byte goes through it
   RecvBytes in;  // received, not yet parsed: in[in_pos..]; the handler advances in_pos
   size_t in_pos = 0;
   // A large frame body received straight into its own buffer, not through `in` (no copy out of
@@ -207,6 +214,9 @@ class ServerLoop {
   void read_handshake(ServerConn& c);
   void read_frames(ServerConn& c);
   void read_body(ServerConn& c);  // into c.body, the frame body being received
+  // recv/send with MSG_DONTWAIT, through c.tls on a TLS server.
+  ssize_t conn_recv(ServerConn& c, void* buf, size_t n);
+  ssize_t conn_send(ServerConn& c, const void* buf, size_t n);
   void log_refusal_totals() const;
   void expire(Clock::time_point now);
   void reap();
@@ -215,7 +225,8 @@ class ServerLoop {
   Handler* handler_;
   Listener listener_;
   std::string address_;
-  Fd wake_fd_;  // eventfd: post() and stop() interrupt poll() through it
+  Fd wake_fd_;                           // eventfd: post() and stop() interrupt poll() through it
+  std::unique_ptr<TlsContext> tls_ctx_;  // TLS servers only
   std::thread thread_;
   std::atomic<bool> stop_{false};
   bool stopped_ = false;

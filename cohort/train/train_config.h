@@ -20,6 +20,9 @@ void add_health_keys(ConfigRegistry& r);
 // Adds the energy and metrics keys (train_registry_metrics.cc).
 void add_metrics_keys(ConfigRegistry& r);
 
+// Adds the federated-learning keys, fl.* (train_registry_fl.cc).
+void add_federated_keys(ConfigRegistry& r);
+
 // docs/config.md: a header plus the registry's tables (`cohort config docs` prints it).
 std::string config_reference_markdown();
 

@@ -243,6 +243,7 @@ ConfigRegistry build() {
   add_train_keys(r);
   add_distributed_keys(r);  // train_registry_dist.cc
   add_metrics_keys(r);      // train_registry_metrics.cc
+  add_federated_keys(r);    // train_registry_fl.cc
   return r;
 }
 

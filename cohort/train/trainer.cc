@@ -17,6 +17,7 @@
 #include "cohort/optim/clip.h"
 #include "cohort/parallel/strategy_registry.h"
 #include "cohort/train/components.h"
+#include "cohort/train/evaluate.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/trainer_state.h"
 
@@ -103,28 +104,12 @@ nn::Module& Trainer::model() {
 
 EvalResult Trainer::evaluate() {
   metrics::Span span(s_->tracer.get(), "evaluate", "eval");
-  autograd::NoGradGuard no_grad;
   s_->model->eval();
-  int64_t max_batches = s_->cfg.get_int("train.eval_batches");
-  int64_t eval_batch = s_->data.is_text ? s_->batch : std::max<int64_t>(s_->batch, 500);
-  data::Loader loader(s_->data.eval, {.batch = eval_batch, .prefetch = 1});
-  EvalResult r;
-  double loss_sum = 0, correct = 0;
-  int64_t n_batches = 0;
-  for (auto& b : loader) {
-    if (max_batches > 0 && n_batches++ >= max_batches) break;
-    Tensor logits = s_->strategy->eval_forward(b.x);
-    int64_t n = b.y.numel();
-    loss_sum += double(nn::cross_entropy(logits, b.y).item<float>()) * double(n);
-    r.samples += n;
-    if (!s_->data.is_text) {
-      std::vector<int64_t> pred = ops::argmax(logits, -1).to_vector<int64_t>();
-      std::vector<int64_t> y = b.y.to_vector<int64_t>();
-      for (size_t i = 0; i < y.size(); ++i) correct += pred[i] == y[i];
-    }
-  }
-  r.loss = r.samples ? loss_sum / double(r.samples) : 0;
-  if (!s_->data.is_text) r.accuracy = r.samples ? correct / double(r.samples) : 0;
-  return r;
+  EvalOptions o;
+  o.max_batches = s_->cfg.get_int("train.eval_batches");
+  o.batch = s_->data.is_text ? s_->batch : std::max<int64_t>(s_->batch, 500);
+  o.is_text = s_->data.is_text;
+  return evaluate_split([&](const Tensor& x) { return s_->strategy->eval_forward(x); },
+                        s_->data.eval, o);
 }
 }  // namespace cohort::train

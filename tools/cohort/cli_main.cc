@@ -17,6 +17,7 @@ int cohort::cli::main(int argc, char** argv) {
   cohort::cli::add_run_command(app, handlers);
   cohort::cli::add_report_command(app, handlers);
   cohort::cli::add_ckpt_command(app, handlers);
+  cohort::cli::add_fl_command(app, handlers);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

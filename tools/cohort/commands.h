@@ -16,5 +16,6 @@ void add_bench_command(CLI::App& app, Handlers& h);
 void add_run_command(CLI::App& app, Handlers& h);
 void add_report_command(CLI::App& app, Handlers& h);
 void add_ckpt_command(CLI::App& app, Handlers& h);
+void add_fl_command(CLI::App& app, Handlers& h);
 
 }  // namespace cohort::cli

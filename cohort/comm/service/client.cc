@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -74,12 +75,61 @@ Client::Client(ClientOptions options) : options_(std::move(options)) {
   const std::string what = describe();
   auto deadline = rendezvous::deadline_after(options_.connect_timeout);
   fd_ = rendezvous::connect_tcp(options_.host, options_.port, deadline, what);
-  rendezvous::auth::answer_challenge(fd_.get(), options_.secret, kContext,
-                                     std::min(deadline, rendezvous::deadline_after(kAuthTimeout)),
-                                     what);
+  try {
+    handshake(std::min(deadline, rendezvous::deadline_after(kAuthTimeout)));
+  } catch (const HandshakeError&) {
+    throw;
+  } catch (const IoError& e) {
+    throw HandshakeError(e.what());
+  }
   wake_fd_ = rendezvous::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   COHORT_CHECK_IO(wake_fd_.valid(), what, ": eventfd failed: ", std::strerror(errno));
   reader_ = std::thread([this] { read_loop(); });
+}
+
+void Client::handshake(rendezvous::Deadline deadline) {
+  const std::string what = describe();
+  if (!options_.tls.enabled()) {
+    rendezvous::auth::answer_challenge(fd_.get(), options_.secret, kContext, deadline, what);
+    return;
+  }
+  tls_ctx_ = std::make_unique<rendezvous::TlsContext>(options_.tls, rendezvous::TlsRole::kClient);
+  rendezvous::set_nonblocking(fd_.get());
+  tls_ = std::make_unique<rendezvous::TlsStream>(*tls_ctx_, fd_.get(), options_.host);
+  tls_->handshake(deadline, what);
+  // The secret's handshake (auth.h), inside TLS.
+  rendezvous::auth::ClientHandshake hs(options_.secret, kContext);
+  std::array<uint8_t, rendezvous::auth::kChallengeBytes> challenge{};
+  tls_->read_exact(challenge.data(), challenge.size(), deadline, what);
+  const auto response = hs.respond(challenge, what);
+  tls_->write_all(response.data(), response.size(), deadline, what);
+  std::array<uint8_t, rendezvous::auth::kResultBytes> result{};
+  tls_->read_exact(result.data(), result.size(), deadline, what);
+  hs.check_result(result, what);
+}
+
+void Client::write_tls(std::span<const uint8_t> head, std::span<const uint8_t> payload,
+                       rendezvous::Deadline deadline, const char* what) {
+  for (std::span<const uint8_t> part : {head, payload}) {
+    while (!part.empty()) {
+      ssize_t r;
+      {
+        std::lock_guard<std::mutex> t(tls_mu_);
+        r = tls_->write(part.data(), part.size());
+      }
+      if (r > 0) {
+        part = part.subspan(size_t(r));
+        continue;
+      }
+      COHORT_CHECK_IO(r < 0 && errno == EAGAIN, "sending ", what, " to ", describe(), ": ",
+                      r == 0 ? std::string("the connection closed") : tls_->error());
+      COHORT_CHECK_T(std::chrono::steady_clock::now() < deadline, Timeout, "timed out sending ",
+                     what, " to ", describe());
+      // The reader thread may be the one to make progress (TLS wants input): wait briefly.
+      pollfd p{fd_.get(), POLLOUT, 0};
+      ::poll(&p, 1, 1);
+    }
+  }
 }
 
 Client::~Client() {
@@ -127,8 +177,11 @@ void Client::write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payloa
     if (!failure_.empty()) throw IoError(failure_);
   }
   try {
-    write_parts(fd_.get(), head, payload, rendezvous::deadline_after(timeout), describe(),
-                kind_name(kind));
+    const auto deadline = rendezvous::deadline_after(timeout);
+    if (tls_)
+      write_tls(head, payload, deadline, kind_name(kind));
+    else
+      write_parts(fd_.get(), head, payload, deadline, describe(), kind_name(kind));
   } catch (const Error& e) {
     // Part of a frame may be on the wire: the stream cannot be used any more.
     fail(detail::str(describe(), ": sending a ", kind_name(kind), " failed: ", e.what()));
@@ -283,15 +336,31 @@ void Client::inbox_overflow() {
 }
 
 bool Client::read_some(uint8_t* dst, size_t room, size_t* have) {
+  bool pending = false;
+  if (tls_) {
+    std::lock_guard<std::mutex> t(tls_mu_);
+    pending = tls_->pending() > 0;  // decrypted already: the socket may have nothing
+  }
   pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
-  int rc = ::poll(fds, 2, -1);  // no deadline: close() ends this wait, and callers have theirs
+  // No deadline: close() ends this wait, and callers have theirs.
+  int rc = ::poll(fds, 2, pending ? 0 : -1);
   if (rc < 0) {
     if (errno == EINTR) return true;
     fail(detail::str(describe(), ": poll failed: ", std::strerror(errno)));
     return false;
   }
   if (fds[1].revents) return false;  // close()
-  ssize_t r = ::recv(fd_.get(), dst, room, MSG_DONTWAIT);
+  ssize_t r;
+  if (tls_) {
+    std::lock_guard<std::mutex> t(tls_mu_);
+    r = tls_->read(dst, room);
+    if (r < 0 && errno == EPROTO) {
+      fail(detail::str(describe(), ": TLS failed: ", tls_->error()));
+      return false;
+    }
+  } else {
+    r = ::recv(fd_.get(), dst, room, MSG_DONTWAIT);
+  }
   if (r > 0) *have += size_t(r);
   if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR))) return true;
   fail(r == 0 ? detail::str(describe(),

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -24,12 +25,21 @@
 #include <thread>
 
 #include "cohort/comm/service/wire.h"
+#include "cohort/core/error.h"
 #include "cohort/rendezvous/secret.h"
 #include "cohort/rendezvous/socket.h"
+#include "cohort/rendezvous/tls.h"
 
 namespace cohort::comm::service {
 
 using Millis = std::chrono::milliseconds;
+
+// The server was reached but the TLS or secret handshake failed: a wrong certificate, CA or
+// job secret. Retrying does not help, unlike a server that is not up yet.
+class HandshakeError : public ErrorKind<HandshakeError, IoError> {
+ public:
+  using ErrorKind::ErrorKind;
+};
 
 struct ClientOptions {
   std::string host = "127.0.0.1";
@@ -44,12 +54,16 @@ struct ClientOptions {
   // Pushed messages held for receive(): past this many bytes the client drops the connection
   // (IoError naming the server) rather than grow without bound while nobody receives.
   size_t max_inbox_bytes = size_t{1} << 30;
+  // Non-empty: TLS with the job's certificates (rendezvous/tls.h); the server's certificate
+  // must name `host`.
+  rendezvous::TlsOptions tls;
 };
 
 class Client {
  public:
-  // Connects and authenticates. Timeout if no server answers within connect_timeout; IoError
-  // "authentication failed: wrong job secret for service at HOST:PORT" if it refuses us.
+  // Connects and authenticates. Timeout if no server answers within connect_timeout;
+  // HandshakeError "authentication failed: wrong job secret for service at HOST:PORT" if it
+  // refuses us, or "TLS handshake with ... failed: <reason>" for certificates.
   explicit Client(ClientOptions options);
   // close().
   ~Client();
@@ -84,6 +98,10 @@ class Client {
   void fail(const std::string& why);  // the connection is gone: wake every waiter
   void write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Millis timeout);
   void check_size(std::span<const uint8_t> payload, const char* what) const;
+  void handshake(rendezvous::Deadline deadline);  // TLS (if any), then the secret's
+  // Sends head then payload through TLS (write_mu_ held).
+  void write_tls(std::span<const uint8_t> head, std::span<const uint8_t> payload,
+                 rendezvous::Deadline deadline, const char* what);
 
   struct Pending {
     bool done = false;
@@ -95,6 +113,11 @@ class Client {
   std::string address_;  // "127.0.0.1:41234"
   rendezvous::Fd fd_;
   rendezvous::Fd wake_fd_;  // eventfd: close() interrupts the reader's poll() through it
+  std::unique_ptr<rendezvous::TlsContext> tls_ctx_;  // TLS only
+  std::unique_ptr<rendezvous::TlsStream> tls_;
+  // Guards tls_ (the reader reads while writers write); the innermost lock, never held across
+  // a poll().
+  std::mutex tls_mu_;
   std::thread reader_;
   std::once_flag close_once_;
   std::mutex write_mu_;  // one frame at a time on the socket; taken before mu_, never after

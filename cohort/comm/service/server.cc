@@ -66,6 +66,7 @@ rendezvous::ServerLoopOptions loop_options(const ServerOptions& o) {
   // next, a peer is sending while not being read (its answers pile up unsent).
   l.max_unparsed = kHeaderBytes + kIdBytes + o.max_payload_bytes + (size_t{1} << 20);
   l.frame_timeout = o.frame_timeout;
+  l.tls = o.tls;
   COHORT_CHECK_ARG(o.frame_timeout.count() > 0, l.owner, ": frame_timeout must be > 0");
   return l;
 }

@@ -26,6 +26,7 @@
 #include "cohort/comm/service/wire.h"
 #include "cohort/rendezvous/secret.h"
 #include "cohort/rendezvous/server_loop.h"
+#include "cohort/rendezvous/tls.h"
 
 namespace cohort::comm::service {
 
@@ -44,6 +45,8 @@ struct ServerOptions {
   size_t max_payload_bytes = size_t{64} << 20;      // per frame, both ways
   // A peer with more than this queued for it and not read is dropped as a slow reader.
   size_t max_queued_bytes = size_t{1} << 30;
+  // Non-empty: TLS with the job's certificates (rendezvous/tls.h), then the secret's handshake.
+  rendezvous::TlsOptions tls;
 };
 
 struct Peer {

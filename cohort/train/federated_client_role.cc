@@ -1,5 +1,6 @@
 // `cohort fl client`: a client's own part of the data and its local training.
 #include <cstdio>
+#include <thread>
 
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
@@ -82,6 +83,8 @@ class LocalTrainer {
     r.delta = model_.values();
     for (size_t i = 0; i < r.delta.size(); ++i) r.delta[i] -= t.params[i];
     r.num_samples = samples();  // FedAvg weighs a client by its data, not its step count
+    const double delay = cfg_.get_float("fault.fl_train_delay_s");
+    if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
     return r;
   }
 

@@ -158,6 +158,14 @@ void add_security_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  r.add({"fault.fl_train_delay_s",
+         T::kFloat,
+         0.0,
+         "Fault seam: each federated client waits this long after its local training, so that "
+         "tests and demos can kill or lose clients in the middle of a round.",
+         "",
+         {},
+         0.0});
   r.add({"fl.dp.delta",
          T::kFloat,
          1e-5,

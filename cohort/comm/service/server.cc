@@ -170,7 +170,8 @@ void Server::Impl::enqueue(ServerConn& c, Kind kind, uint64_t id,
         c, detail::str("it does not read what is sent to it (", c.unsent(),
                        " bytes queued; max_queued_bytes ", options_.max_queued_bytes, ")"));
   }
-  if (c.unsent() == 0 && payload.size() >= kDirectSendBytes)
+  // Straight from the payload on plain TCP; TLS encrypts through its own buffer anyway.
+  if (c.unsent() == 0 && payload.size() >= kDirectSendBytes && !c.tls)
     return send_direct(c, kind, id, payload);
   encode_frame(kind, id, payload, &c.out);
   loop_.flush(c);

@@ -87,8 +87,9 @@ bool wait_for_text(const Proc& p, const std::string& text, Clock::duration limit
 
 TEST(FlE2e, LocalRunTrainsOverTlsAndRecordsEveryRound) {
   const auto dir = fresh_dir("cohort_fl_", "local");
-  CliResult r = run_cli("fl run examples/fashion_mlp_fl.toml --clients 4 --set fl.rounds=3" +
-                        sets(dir, "run"));
+  CliResult r =
+      run_cli("fl run " + std::string(COHORT_SOURCE_DIR) +
+              "/examples/fashion_mlp_fl.toml --clients 4 --set fl.rounds=3" + sets(dir, "run"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r, "(TLS)")) << r.output;
   EXPECT_TRUE(contains(r, "round 3/3")) << r.output;
@@ -105,14 +106,15 @@ TEST(FlE2e, LocalRunTrainsOverTlsAndRecordsEveryRound) {
 
 TEST(FlE2e, ServerResumesAfterItsLastCheckpointedRound) {
   const auto dir = fresh_dir("cohort_fl_", "resume");
-  ASSERT_EQ(run_cli("fl run examples/fashion_mlp_fl.toml --clients 2 --set fl.rounds=2" +
-                    sets(dir, "run"))
-                .status,
-            0);
-  CliResult r = run_cli(
-      "fl run examples/fashion_mlp_fl.toml --clients 2 --set fl.rounds=3"
-      " --set run.resume=auto" +
-      sets(dir, "run"));
+  ASSERT_EQ(
+      run_cli("fl run " + std::string(COHORT_SOURCE_DIR) +
+              "/examples/fashion_mlp_fl.toml --clients 2 --set fl.rounds=2" + sets(dir, "run"))
+          .status,
+      0);
+  CliResult r = run_cli("fl run " + std::string(COHORT_SOURCE_DIR) +
+                        "/examples/fashion_mlp_fl.toml --clients 2 --set fl.rounds=3"
+                        " --set run.resume=auto" +
+                        sets(dir, "run"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r, "resumed after round 2")) << r.output;
   EXPECT_FALSE(contains(r, "round 2/3")) << r.output;
@@ -123,7 +125,8 @@ TEST(FlE2e, KilledClientsAreLeftOutTheRoundGoesOnAndRestartedOnesRejoin) {
   const auto dir = fresh_dir("cohort_fl_", "kill");
   const std::string keys = (dir / "keys").string();
   ASSERT_EQ(run_cli("fl keys " + keys + " --clients 10").status, 0);
-  const std::string common = " examples/fashion_mlp_fl.toml" + sets(dir, "run") +
+  const std::string common = " " + std::string(COHORT_SOURCE_DIR) +
+                             "/examples/fashion_mlp_fl.toml" + sets(dir, "run") +
                              " --set fl.keys=" + keys +
                              " --set fl.fraction=1 --set fl.min_clients=5 --set fl.rounds=6"
                              " --set fault.fl_train_delay_s=1.5";
@@ -161,7 +164,8 @@ TEST(FlE2e, AClientWithAnotherJobsCertificateIsRefusedAndLogged) {
   const auto dir = fresh_dir("cohort_fl_", "certs");
   ASSERT_EQ(run_cli("fl keys " + (dir / "a").string() + " --clients 2").status, 0);
   ASSERT_EQ(run_cli("fl keys " + (dir / "b").string() + " --clients 2").status, 0);
-  const std::string common = " examples/fashion_mlp_fl.toml" + sets(dir, "run") +
+  const std::string common = " " + std::string(COHORT_SOURCE_DIR) +
+                             "/examples/fashion_mlp_fl.toml" + sets(dir, "run") +
                              " --set fl.rounds=1 --set fl.min_clients=1 --set fl.wait_clients_s=8";
   Proc server(std::string(COHORT_BIN) + " fl server" + common + " --set fl.keys=" +
                   (dir / "a").string() + " --address-file " + (dir / "addr").string(),

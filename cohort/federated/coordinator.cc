@@ -85,6 +85,12 @@ RoundRecord Coordinator::run_round(int64_t round) {
   RoundRecord rec;
   rec.round = round;
   const auto start = Clock::now();
+  if (!started_) {
+    // The job's first round waits for every expected client (up to wait_clients), so that it
+    // samples from all of them rather than from the first few to connect.
+    started_ = true;
+    server_.wait_for_clients(options_.clients, Clock::now() + options_.wait_clients);
+  }
   for (int attempt = 0; attempt <= options_.max_retries; ++attempt) {
     rec.attempts = attempt + 1;
     server_.wait_for_clients(options_.min_clients, Clock::now() + options_.wait_clients);

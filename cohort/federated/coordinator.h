@@ -7,8 +7,9 @@
 //   secure:  the same from the secure sum (secagg.h), whose last element is sum_k w_k
 //   DP:      (sum_k clip(delta_k) + N(0, (z S)^2)) / m  (McMahan et al. 2018, central DP; the
 //            fixed denominator m = clients sampled), and the RDP accountant adds the round
-// then the aggregation strategy (strategy.h) moves the global model. A round with fewer than
-// min_clients updates does not count and is tried again (max_retries times, then Timeout).
+// then the aggregation strategy (strategy.h) moves the global model. The first round waits for
+// all K clients to connect (at most wait_clients); later ones for min_clients. A round with fewer
+// than min_clients updates does not count and is tried again (max_retries times, then Timeout).
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -92,6 +93,7 @@ class Coordinator {
   CoordinatorOptions options_;
   std::vector<float> global_;
   RdpAccountant accountant_;
+  bool started_ = false;  // the first round run here waits for all clients
 };
 
 }  // namespace cohort::federated

@@ -6,7 +6,6 @@
 #include "cohort/core/logging.h"
 #include "cohort/core/rng.h"
 #include "cohort/data/loader.h"
-#include "cohort/federated/partition.h"
 #include "cohort/nn/loss.h"
 #include "cohort/train/components.h"
 #include "cohort/train/federated_common.h"
@@ -15,31 +14,11 @@
 namespace cohort::train {
 namespace {
 
-std::vector<int64_t> labels_of(const data::Dataset& d) {
-  std::vector<int64_t> labels;
-  labels.reserve(size_t(d.size()));
-  std::vector<int64_t> idx;
-  for (int64_t begin = 0; begin < d.size(); begin += 4096) {
-    idx.clear();
-    for (int64_t i = begin; i < std::min(d.size(), begin + 4096); ++i) idx.push_back(i);
-    const std::vector<int64_t> y = d.get_batch(idx).y.to_vector<int64_t>();
-    labels.insert(labels.end(), y.begin(), y.end());
-  }
-  return labels;
-}
-
 // Client `id`'s part of the training split, as fl.partition cuts it for fl.clients clients.
 std::shared_ptr<const data::Dataset> client_part(const Config& cfg, uint32_t id) {
   const DataSplits data = make_data(cfg);
-  const std::vector<int64_t> labels = labels_of(*data.train);
-  federated::PartitionOptions o;
-  o.kind = federated::parse_partition_kind(cfg.get_string("fl.partition"));
-  o.clients = int(cfg.get_int("fl.clients"));
-  o.alpha = cfg.get_float("fl.alpha");
-  o.seed = derive_seed(uint64_t(cfg.get_int("run.seed")), "fl.partition");
-  o.min_samples = cfg.get_int("fl.min_samples");
-  std::vector<std::vector<int64_t>> parts = federated::partition_indices(labels, 10, o);
-  log::info("fl", "client ", id, ": ", parts.at(id).size(), " of ", labels.size(),
+  std::vector<std::vector<int64_t>> parts = fl::partition(cfg, *data.train);
+  log::info("fl", "client ", id, ": ", parts.at(id).size(), " of ", data.train->size(),
             " training samples (fl.partition = ", cfg.get_string("fl.partition"), ")");
   return std::make_shared<data::IndexSubset>(data.train, std::move(parts.at(id)));
 }

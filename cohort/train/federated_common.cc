@@ -3,10 +3,14 @@
 #include <filesystem>
 
 #include "cohort/core/error.h"
+#include "cohort/core/rng.h"
+#include "cohort/federated/partition.h"
 #include "cohort/train/train_config.h"
 
 namespace cohort::train::fl {
 namespace {
+
+constexpr int kNumClasses = 10;  // Fashion-MNIST's and the synthetic set's
 
 std::string in_keys(const Config& cfg, const std::string& file) {
   const std::filesystem::path p = std::filesystem::path(cfg.get_string("fl.keys")) / file;
@@ -60,6 +64,29 @@ void FlatModel::load(const std::vector<float>& flat) const {
   COHORT_CHECK_ARG(int64_t(flat.size()) == layout.total, "a model of ", flat.size(),
                    " values for one of ", layout.total);
   ps::scatter_values(params, layout, {0, layout.total}, flat.data());
+}
+
+std::vector<int64_t> labels_of(const data::Dataset& d) {
+  std::vector<int64_t> labels;
+  labels.reserve(size_t(d.size()));
+  std::vector<int64_t> idx;
+  for (int64_t begin = 0; begin < d.size(); begin += 4096) {
+    idx.clear();
+    for (int64_t i = begin; i < std::min(d.size(), begin + 4096); ++i) idx.push_back(i);
+    const std::vector<int64_t> y = d.get_batch(idx).y.to_vector<int64_t>();
+    labels.insert(labels.end(), y.begin(), y.end());
+  }
+  return labels;
+}
+
+std::vector<std::vector<int64_t>> partition(const Config& cfg, const data::Dataset& train) {
+  federated::PartitionOptions o;
+  o.kind = federated::parse_partition_kind(cfg.get_string("fl.partition"));
+  o.clients = int(cfg.get_int("fl.clients"));
+  o.alpha = cfg.get_float("fl.alpha");
+  o.seed = derive_seed(uint64_t(cfg.get_int("run.seed")), "fl.partition");
+  o.min_samples = cfg.get_int("fl.min_samples");
+  return federated::partition_indices(labels_of(train), kNumClasses, o);
 }
 
 void check_federated_config(const Config& cfg) {

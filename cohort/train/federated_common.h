@@ -8,6 +8,7 @@
 #include "cohort/comm/service/client.h"
 #include "cohort/comm/service/server.h"
 #include "cohort/core/config.h"
+#include "cohort/data/dataset.h"
 #include "cohort/nn/module.h"
 #include "cohort/ps/partition.h"
 
@@ -34,6 +35,12 @@ struct FlatModel {
   std::vector<float> values() const;
   void load(const std::vector<float>& flat) const;
 };
+
+// The class label of every sample of a classification set.
+std::vector<int64_t> labels_of(const data::Dataset& d);
+// Every client's sample indices in the training split, as fl.partition, fl.clients, fl.alpha,
+// fl.min_samples and run.seed cut it: the same on the server and every client.
+std::vector<std::vector<int64_t>> partition(const Config& cfg, const data::Dataset& train);
 
 // InvalidArgument unless the config trains a classifier on images (what fl.partition splits).
 void check_federated_config(const Config& cfg);

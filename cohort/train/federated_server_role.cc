@@ -7,6 +7,7 @@
 #include "cohort/ckpt/checkpoint.h"
 #include "cohort/core/logging.h"
 #include "cohort/federated/coordinator.h"
+#include "cohort/federated/partition.h"
 #include "cohort/metrics/sink.h"
 #include "cohort/train/components.h"
 #include "cohort/train/evaluate.h"
@@ -98,6 +99,19 @@ int64_t resume(const Config& cfg, ckpt::CheckpointManager& mgr, const fl::FlatMo
   return done;
 }
 
+// The clients' label histogram: printed, and saved as <run dir>/partition.json.
+void write_partition(const Config& cfg, const data::Dataset& train, const std::string& run_dir) {
+  const std::vector<int64_t> labels = fl::labels_of(train);
+  const auto counts = federated::label_histogram(labels, 10, fl::partition(cfg, train));
+  std::printf("data split over %lld clients (fl.partition = %s%s):\n%s",
+              (long long)cfg.get_int("fl.clients"), cfg.get_string("fl.partition").c_str(),
+              cfg.get_string("fl.partition") == "dirichlet"
+                  ? (", alpha " + cfg.value_str("fl.alpha")).c_str()
+                  : "",
+              federated::format_histogram(counts).c_str());
+  std::ofstream(run_dir + "/partition.json") << federated::histogram_json(counts).dump() << "\n";
+}
+
 void print_round(const federated::RoundRecord& r, int64_t rounds, const EvalResult& e) {
   std::printf("round %lld/%lld: %zu of %zu clients", (long long)r.round + 1, (long long)rounds,
               r.participants.size(), r.sampled.size());
@@ -115,6 +129,7 @@ FlServerSummary run_fl_server(const Config& cfg, const FlServerArgs& args) {
   FlServerSummary summary;
   summary.run_dir = make_run_dir(cfg, true);
   const DataSplits data = make_data(cfg);
+  write_partition(cfg, *data.train, summary.run_dir);
   const fl::FlatModel model(make_model(cfg));
   const fl::Security sec = fl::server_security(cfg);
   federated::FlServerOptions so;

@@ -124,7 +124,13 @@ void FlClient::on_task(Task task, ClientSummary& summary) {
     if (options_.stop_after == m.phase) done_ = true;
     return;
   }
-  const LocalResult r = train(task);
+  LocalResult r;
+  try {
+    r = train(task);
+  } catch (const InvalidArgument& e) {  // e.g. local training diverged to NaN
+    log::warn("fl", "client ", options_.id, ": round ", task.round, " skipped: ", e.what());
+    return;
+  }
   Update u{options_.id, task.round, task.task_id, r.num_samples, r.loss, 0, r.delta};
   if (send(encode(u), "update", summary)) ++summary.rounds;
 }

@@ -324,5 +324,23 @@ TEST(FlRound, DifferentialPrivacyNoiseAndTheAccountantsEpsilon) {
   EXPECT_NE(w[0], w[1]);
 }
 
+// docs/federated.md's example: a strategy a program registers, selected by name.
+struct HalfStep : AggregationStrategy {
+  std::string name() const override { return "halfstep"; }
+  void apply(std::span<float> w, const RoundAggregate& r) override {
+    for (size_t i = 0; i < w.size(); ++i) w[i] += 0.5f * r.mean_delta[i];
+  }
+};
+
+TEST(FlRound, AProgramCanRegisterItsOwnStrategy) {
+  register_strategy("halfstep", [](const auto&) { return std::make_unique<HalfStep>(); });
+  Job job(options(2), "halfstep");
+  for (uint32_t i = 0; i < 2; ++i) job.start(job.client_options(i), constant_delta(i));
+  job.ready();
+  job.coord->run_round(0);
+  for (float v : job.coord->global()) EXPECT_NEAR(v, 1.f + 0.5f * 50.f / 30.f, 1e-6);
+  EXPECT_THROW(strategy_registry().make("no-such", {}), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace cohort::federated

@@ -87,6 +87,8 @@ void FlClient::serve(ClientSummary& summary) {
     }
   } catch (const IoError& e) {
     log::warn("fl", "client ", options_.id, ": lost the server (", e.what(), "); reconnecting");
+  } catch (const Timeout& e) {  // an answer that never came: a fresh connection
+    log::warn("fl", "client ", options_.id, ": ", e.what(), "; reconnecting");
   }
 }
 
@@ -162,6 +164,10 @@ void FlClient::on_secagg(const SecAggMsg& m, ClientSummary& summary) {
         COHORT_CHECK_ARG(false, "a client phase from the server: ", phase_name(m.phase));
     }
   } catch (const InvalidArgument& e) {
+    log::warn("fl", "client ", options_.id, ": round ", m.round, " abandoned: ", e.what());
+    round_.reset();
+    return;
+  } catch (const secagg::TooFewUsers& e) {  // the round cannot finish; the connection is fine
     log::warn("fl", "client ", options_.id, ": round ", m.round, " abandoned: ", e.what());
     round_.reset();
     return;

@@ -8,6 +8,7 @@
 #include "cohort/core/logging.h"
 #include "cohort/core/rng.h"
 #include "cohort/federated/quantize.h"
+#include "cohort/rendezvous/secret.h"
 
 namespace cohort::federated {
 
@@ -33,6 +34,10 @@ Coordinator::Coordinator(FlServer& server, std::unique_ptr<AggregationStrategy> 
       strategy_(std::move(strategy)),
       options_(std::move(options)),
       global_(std::move(initial)) {
+  COHORT_CHECK_ARG(int64_t(global_.size()) == server_.layout().total,
+                   "federated coordinator: ", "an initial model of ", global_.size(),
+                   " values for a layout of ", server_.layout().total);
+  rendezvous::random_bytes({reinterpret_cast<uint8_t*>(&noise_seed_), sizeof noise_seed_});
   COHORT_CHECK_ARG(options_.clients >= 1, "fl.clients must be >= 1 (got ", options_.clients, ")");
   COHORT_CHECK_ARG(options_.fraction > 0 && options_.fraction <= 1,
                    "fl.fraction must be in (0, 1] (got ", options_.fraction, ")");
@@ -94,7 +99,9 @@ RoundRecord Coordinator::run_round(int64_t round) {
   for (int attempt = 0; attempt <= options_.max_retries; ++attempt) {
     rec.attempts = attempt + 1;
     server_.wait_for_clients(options_.min_clients, Clock::now() + options_.wait_clients);
-    const RoundPlan p = plan(round, sample(server_.connected(), round, attempt));
+    const std::vector<uint32_t> pool = server_.connected();
+    RoundPlan p = plan(round, sample(pool, round, attempt));
+    p.pool = pool.size();
     if (int(p.sampled.size()) < options_.min_clients) {
       log::warn("fl", "round ", round, ": only ", p.sampled.size(),
                 " clients connected, fl.min_clients = ", options_.min_clients, "; waiting");
@@ -130,9 +137,16 @@ bool Coordinator::aggregate(const RoundResult& res, const RoundPlan& p, RoundRec
                   : res.failure);
     return false;
   }
+  double total_weight = 0;
+  std::vector<float> mean;
+  try {
+    mean = p.settings.secure ? mean_of_secure_sum(res, p, &total_weight)
+                             : mean_of_updates(res, p, &total_weight);
+  } catch (const InvalidArgument& e) {  // weights that make no mean: the attempt does not count
+    log::warn("fl", "round ", p.round, " attempt ", rec.attempts, " does not count: ", e.what());
+    return false;
+  }
   rec.participants = res.contributors;
-  std::vector<float> mean =
-      p.settings.secure ? mean_of_secure_sum(res, p) : mean_of_updates(res, p);
   if (!p.settings.secure) {
     double loss = 0;
     for (const Update& u : res.updates) loss += u.train_loss / double(res.updates.size());
@@ -141,12 +155,15 @@ bool Coordinator::aggregate(const RoundResult& res, const RoundPlan& p, RoundRec
   RoundAggregate agg;
   agg.round = p.round;
   agg.mean_delta = mean;
+  agg.total_weight = total_weight;
   agg.participants = int(res.contributors.size());
   for (const Update& u : res.updates) agg.updates.emplace_back(u.delta);
   strategy_->apply(global_, agg);
   if (options_.dp.enabled()) {
-    accountant_.add_steps(double(p.sampled.size()) / options_.clients, options_.dp.noise_multiplier,
-                          1);
+    // q: each connected client's chance to be in the round. The accountant's bound is for
+    // Poisson sampling; a fixed-size draw is the usual approximation (docs/federated.md).
+    accountant_.add_steps(double(p.sampled.size()) / double(std::max<size_t>(p.pool, 1)),
+                          options_.dp.noise_multiplier, 1);
     rec.epsilon = accountant_.epsilon(options_.dp.delta).epsilon;
   }
   return true;
@@ -158,13 +175,13 @@ namespace {
 // (seed, round) so a resumed server adds the same noise to the same round.
 void add_dp_noise(std::vector<float>& sum, const DpOptions& dp, uint64_t seed, int64_t round) {
   if (dp.noise_multiplier > 0)
-    add_gaussian_noise(sum, dp.noise_multiplier * dp.clip, derive_seed(seed, "fl.dp.noise"),
-                       uint64_t(round));
+    add_gaussian_noise(sum, dp.noise_multiplier * dp.clip, seed, uint64_t(round));
 }
 
 }  // namespace
 
-std::vector<float> Coordinator::mean_of_updates(const RoundResult& res, const RoundPlan& p) const {
+std::vector<float> Coordinator::mean_of_updates(const RoundResult& res, const RoundPlan& p,
+                                                double* total_weight) const {
   std::vector<double> sum(global_.size(), 0.0);
   double total = 0;
   for (const Update& u : res.updates) {
@@ -175,32 +192,40 @@ std::vector<float> Coordinator::mean_of_updates(const RoundResult& res, const Ro
     total += w;
   }
   std::vector<float> mean(sum.begin(), sum.end());
+  COHORT_CHECK_ARG(total > 0, "round ", p.round, ": the updates' weights sum to 0");
+  *total_weight = total;
   if (options_.dp.enabled()) {
-    add_dp_noise(mean, options_.dp, options_.seed, p.round);
+    add_dp_noise(mean, options_.dp, noise_seed_, p.round);
     total = double(p.sampled.size());
   }
-  COHORT_CHECK_ARG(total > 0, "round ", p.round, ": the updates' weights sum to 0");
   for (float& v : mean) v = float(v / total);
   return mean;
 }
 
-std::vector<float> Coordinator::mean_of_secure_sum(const RoundResult& res,
-                                                   const RoundPlan& p) const {
+std::vector<float> Coordinator::mean_of_secure_sum(const RoundResult& res, const RoundPlan& p,
+                                                   double* total_weight) const {
   std::vector<float> sum(res.secure_sum.size());
   dequantize(res.secure_sum, p.settings.frac_bits, sum);
   double total = sum.back();
   sum.pop_back();
+  COHORT_CHECK_ARG(total > 0, "round ", p.round, ": the secure sum's weights sum to ", total);
+  // Under DP every client weighs 1: the sum of weights must be the number of contributors.
+  COHORT_CHECK_ARG(!options_.dp.enabled() || std::lround(total) == long(res.contributors.size()),
+                   "round ", p.round, ": the secure sum's weights add to ", total, " for ",
+                   res.contributors.size(), " clients of weight 1");
+  *total_weight = total;
   if (options_.dp.enabled()) {
-    add_dp_noise(sum, options_.dp, options_.seed, p.round);
+    add_dp_noise(sum, options_.dp, noise_seed_, p.round);
     total = double(p.sampled.size());
   }
-  COHORT_CHECK_ARG(total > 0, "round ", p.round, ": the secure sum's weights sum to ", total);
   for (float& v : sum) v = float(v / total);
   return sum;
 }
 
 nlohmann::json Coordinator::state() const {
-  return {{"accountant", accountant_.to_json()}, {"strategy", strategy_->name()}};
+  return {{"accountant", accountant_.to_json()},
+          {"strategy", strategy_->name()},
+          {"dp_noise_seed", noise_seed_}};
 }
 
 void Coordinator::load_state(const nlohmann::json& state, std::vector<float> global,
@@ -213,6 +238,7 @@ void Coordinator::load_state(const nlohmann::json& state, std::vector<float> glo
   global_ = std::move(global);
   strategy_->load_state(std::move(strategy_state));
   if (state.contains("accountant")) accountant_ = RdpAccountant::from_json(state["accountant"]);
+  if (state.contains("dp_noise_seed")) noise_seed_ = state["dp_noise_seed"].get<uint64_t>();
 }
 
 }  // namespace cohort::federated

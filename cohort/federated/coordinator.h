@@ -85,14 +85,20 @@ class Coordinator {
   RoundPlan plan(int64_t round, std::vector<uint32_t> sampled) const;
   // The mean delta of a completed round; false when it had too few participants.
   bool aggregate(const RoundResult& res, const RoundPlan& plan, RoundRecord& rec);
-  std::vector<float> mean_of_updates(const RoundResult& res, const RoundPlan& plan) const;
-  std::vector<float> mean_of_secure_sum(const RoundResult& res, const RoundPlan& plan) const;
+  // InvalidArgument for weights that make no mean (the attempt does not count).
+  std::vector<float> mean_of_updates(const RoundResult& res, const RoundPlan& plan,
+                                     double* total_weight) const;
+  std::vector<float> mean_of_secure_sum(const RoundResult& res, const RoundPlan& plan,
+                                        double* total_weight) const;
 
   FlServer& server_;
   std::unique_ptr<AggregationStrategy> strategy_;
   CoordinatorOptions options_;
   std::vector<float> global_;
   RdpAccountant accountant_;
+  // Seeds the DP noise: random per job (noise anyone could recompute from the config would
+  // protect nothing), kept in the checkpoint so a resumed server draws the same noise.
+  uint64_t noise_seed_ = 0;
   bool started_ = false;  // the first round run here waits for all clients
 };
 

@@ -114,12 +114,18 @@ Bytes FlServer::on_hello(const comm::service::Peer& peer, const Bytes& payload) 
   COHORT_CHECK_ARG(diff.empty(), who, " has another model: ", diff,
                    "; every client must build the server's model.* config");
   std::lock_guard lock(mu_);
+  auto same_peer = peer_client_.find(peer.id);
+  COHORT_CHECK_ARG(same_peer == peer_client_.end() || same_peer->second == h.client_id, who,
+                   " already said hello as client ",
+                   same_peer == peer_client_.end() ? 0 : same_peer->second, " on this connection");
   auto old = clients_.find(h.client_id);
   if (old != clients_.end() && old->second.peer != peer.id) {
-    // A restarted client whose old connection is not closed yet: the newest one wins.
+    // A restarted client whose old connection is not closed yet: the newest one wins. The old
+    // connection held this round's task, which the new one cannot answer.
     log::warn("fl", who, " connected again; its previous connection (", old->second.address,
               ") no longer counts");
     peer_client_.erase(old->second.peer);
+    if (open_ && open_->task_ids.contains(h.client_id)) open_->gone.insert(h.client_id);
   }
   clients_[h.client_id] = Client{peer.id, peer.address, h.num_samples};
   peer_client_[peer.id] = h.client_id;

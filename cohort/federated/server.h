@@ -48,6 +48,7 @@ struct RoundPlan {
   std::vector<float> global;                       // the model the clients start from
   Clock::time_point deadline;                      // the round's
   std::chrono::milliseconds phase_timeout{10000};  // secure aggregation's key phases
+  size_t pool = 0;  // clients it was sampled from (DP's sampling rate is sampled / pool)
 };
 
 // One sampled client's part in a round.
@@ -88,6 +89,7 @@ class FlServer {
   RoundResult run_round(const RoundPlan& plan);
   // Tells every connected client training is over. Called once at the end.
   void say_bye();
+  const ps::Layout& layout() const { return options_.layout; }
   // Messages refused since the start (replays, stale or malformed updates, another model).
   uint64_t refused() const;
   comm::service::Server& service() { return *service_; }

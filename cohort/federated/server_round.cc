@@ -60,6 +60,8 @@ RoundResult FlServer::run_round(const RoundPlan& plan) {
     for (uint32_t id : plan.sampled) {
       open_->task_ids[id] = random_u64();
       open_->reports[id].id = id;
+      // Left between sampling and now: its task goes nowhere, so do not wait for it.
+      if (!clients_.contains(id)) open_->gone.insert(id);
     }
   }
   RoundResult res;
@@ -157,7 +159,10 @@ RoundResult FlServer::run_secure(const RoundPlan& plan) {
   const std::set<uint32_t> u3 = secure_take(sa, u2, plan.deadline, uint8_t(SecAggPhase::kUnmask));
   const Bytes survivors = sa.survivors();
   secure_send(u3, plan.round, SecAggPhase::kSurvivors, [&](uint32_t) { return survivors; });
-  secure_take(sa, u3, key_deadline(), kClosedPhase);
+  // Unmasking gets its own phase_timeout even when training used the round's whole deadline:
+  // without it, one client that stays connected but never sends its masked input would leave
+  // no time to unmask the others, and every secure round with a straggler would fail.
+  secure_take(sa, u3, Clock::now() + plan.phase_timeout, kClosedPhase);
   RoundResult res;
   res.secure_sum = sa.aggregate();
   res.contributors = sa.contributors();

@@ -126,12 +126,13 @@ std::array<uint8_t, kResponseBytes> ClientHandshake::respond(std::span<const uin
 void ClientHandshake::check_result(std::span<const uint8_t> result, std::string_view peer) const {
   COHORT_CHECK_IO(result.size() == kResultBytes && magic_ok(result) && result[4] == kResult,
                   "authentication with ", peer, " failed: malformed handshake result");
-  COHORT_CHECK_IO(result[5] != kRefused, "authentication failed: wrong job secret for ", peer);
+  COHORT_CHECK_T(result[5] != kRefused, AuthRefused, "authentication failed: wrong job secret for ",
+                 peer);
   Mac expected = server_mac(secret_, context_, server_nonce_, client_nonce_);
-  COHORT_CHECK_IO(result[5] == kAccepted && equal(expected.data(), result.data() + 6, kMacBytes),
-                  "authentication failed: ", peer,
-                  " could not prove it knows the job secret (an impostor, or a server of another "
-                  "job on this address?)");
+  COHORT_CHECK_T(result[5] == kAccepted && equal(expected.data(), result.data() + 6, kMacBytes),
+                 AuthRefused, "authentication failed: ", peer,
+                 " could not prove it knows the job secret (an impostor, or a server of another "
+                 "job on this address?)");
 }
 
 void serve_challenge(int fd, const Secret& secret, std::string_view context, Deadline deadline,

@@ -28,8 +28,21 @@
 #include <string>
 #include <string_view>
 
+#include "cohort/core/error.h"
 #include "cohort/rendezvous/secret.h"
 #include "cohort/rendezvous/socket.h"
+
+namespace cohort::rendezvous {
+
+// The peer was reached and refused us, or proved it is not who it should be: a wrong job secret
+// or (TLS) a certificate it does not accept. Unlike a peer that is not up yet or hung up,
+// retrying cannot help.
+class AuthRefused : public ErrorKind<AuthRefused, IoError> {
+ public:
+  using ErrorKind::ErrorKind;
+};
+
+}  // namespace cohort::rendezvous
 
 namespace cohort::rendezvous::auth {
 
@@ -77,7 +90,7 @@ class ClientHandshake {
   // IoError naming `peer` if the challenge is not a cohort handshake.
   std::array<uint8_t, kResponseBytes> respond(std::span<const uint8_t> challenge,
                                               std::string_view peer);
-  // IoError "authentication failed: wrong job secret for <peer>" on refusal; IoError if the
+  // AuthRefused "authentication failed: wrong job secret for <peer>" on refusal, or when the
   // server's proof is wrong (it does not know the secret either).
   void check_result(std::span<const uint8_t> result, std::string_view peer) const;
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "cohort/core/error.h"
+#include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/socket.h"
 
 namespace cohort::rendezvous {
@@ -139,9 +140,9 @@ void TlsStream::handshake(std::chrono::steady_clock::time_point deadline, std::s
     if (rc == 1) return;
     if (finish(rc) == 0 && !want_read_ && !want_write_)
       throw IoError(detail::str("TLS handshake with ", what,
-                                " failed: the peer closed the connection (it refused our "
-                                "certificate, or is not a TLS server)"));
-    COHORT_CHECK_IO(errno == EAGAIN, "TLS handshake with ", what, " failed: ", error_);
+                                " failed: the peer closed the connection (a server stopping, "
+                                "or not a TLS server)"));
+    COHORT_CHECK_T(errno == EAGAIN, AuthRefused, "TLS handshake with ", what, " failed: ", error_);
     wait(deadline, what);
   }
 }
@@ -155,10 +156,17 @@ void TlsStream::read_exact(void* buf, size_t n, std::chrono::steady_clock::time_
       got += size_t(r);
       continue;
     }
-    COHORT_CHECK_IO(r < 0 && errno == EAGAIN, "TLS with ", what, ": ",
-                    r == 0 ? std::string("the peer closed the connection") : error_);
+    check_progress(r, what);
     wait(deadline, what);
   }
+}
+
+void TlsStream::check_progress(ssize_t r, std::string_view what) const {
+  if (r < 0 && errno == EAGAIN) return;
+  // An alert from the peer (it refused our certificate) or a certificate that does not verify.
+  COHORT_CHECK_T(!(r < 0 && errno == EPROTO), AuthRefused, "TLS with ", what, " failed: ", error_);
+  throw IoError(detail::str("TLS with ", what, ": ",
+                            r == 0 ? std::string("the peer closed the connection") : error_));
 }
 
 void TlsStream::write_all(const void* buf, size_t n, std::chrono::steady_clock::time_point deadline,
@@ -170,8 +178,7 @@ void TlsStream::write_all(const void* buf, size_t n, std::chrono::steady_clock::
       sent += size_t(r);
       continue;
     }
-    COHORT_CHECK_IO(r < 0 && errno == EAGAIN, "TLS with ", what, ": ",
-                    r == 0 ? std::string("the peer closed the connection") : error_);
+    check_progress(r, what);
     wait(deadline, what);
   }
 }

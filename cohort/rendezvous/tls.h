@@ -70,8 +70,9 @@ class TlsStream {
   bool established() const;                         // the handshake is done
   const std::string& error() const { return error_; }
 
-  // Runs the handshake to its end, polling the socket, by the deadline. IoError "TLS handshake
-  // with <what> failed: <reason>", Timeout past the deadline.
+  // Runs the handshake to its end, polling the socket, by the deadline. AuthRefused "TLS
+  // handshake with <what> failed: <reason>" for a certificate either side refuses, IoError if
+  // the peer hangs up, Timeout past the deadline.
   void handshake(std::chrono::steady_clock::time_point deadline, std::string_view what);
   // Blocking helpers over the stream (for handshakes after TLS's): all n bytes by the deadline.
   void read_exact(void* buf, size_t n, std::chrono::steady_clock::time_point deadline,
@@ -81,6 +82,8 @@ class TlsStream {
 
  private:
   ssize_t finish(int rc);  // maps an SSL_read/SSL_write result
+  // Returns if r is "not ready"; else AuthRefused for a TLS failure, IoError for a hang-up.
+  void check_progress(ssize_t r, std::string_view what) const;
   void wait(std::chrono::steady_clock::time_point deadline, std::string_view what) const;
 
   SSL* ssl_ = nullptr;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <deque>
+#include <future>
 #include <thread>
 
 #include "cohort/core/error.h"
@@ -201,16 +202,22 @@ TEST(FlRound, RefusesAnotherModel) {
 TEST(FlRound, RefusesReplayedStaleTruncatedAndOversizedUpdatesAndTheRoundGoesOn) {
   Job job(options(3));
   job.start(job.client_options(1), constant_delta(1));
-  job.start(job.client_options(2), [](const Task& t) {
-    std::this_thread::sleep_for(1s);  // keeps the round open while client 0 misbehaves
+  std::promise<void> release;  // client 2 keeps the round open until client 0's checks are done
+  std::shared_future<void> released = release.get_future().share();
+  job.start(job.client_options(2), [released](const Task& t) {
+    released.wait_for(10s);
     return constant_delta(2)(t);
   });
   job.ready();
   RawClient raw(job);
   raw.hello(0);
   std::thread coordinator([&] {
-    RoundRecord rec = job.coord->run_round(0);
-    EXPECT_EQ(rec.participants, (std::vector<uint32_t>{0, 1, 2}));
+    try {
+      RoundRecord rec = job.coord->run_round(0);
+      EXPECT_EQ(rec.participants, (std::vector<uint32_t>{0, 1, 2}));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
   });
   const Task t = raw.next_task();
   Update u{0, t.round, t.task_id, 10, 0.1, 0, std::vector<float>(10, 1.f)};
@@ -231,6 +238,7 @@ TEST(FlRound, RefusesReplayedStaleTruncatedAndOversizedUpdatesAndTheRoundGoesOn)
   expect_refused([&] { raw.c.request(encode(short_delta)); }, "the model has 10");
   raw.c.request(encode(u));
   expect_refused([&] { raw.c.request(encode(u)); }, "twice");
+  release.set_value();
   coordinator.join();
   EXPECT_GE(job.server->refused(), 6u);
 }
@@ -322,6 +330,30 @@ TEST(FlRound, DifferentialPrivacyNoiseAndTheAccountantsEpsilon) {
   // Noise of std z S / m = 0.055 per coordinate moved the parameters apart.
   const auto& w = job.coord->global();
   EXPECT_NE(w[0], w[1]);
+}
+
+TEST(FlRound, ASecureRoundLeavesOutAClientThatStaysConnectedButNeverAnswers) {
+  CoordinatorOptions o = options(5);
+  o.secure = true;
+  o.threshold_fraction = 0.5;  // t = 3 of 5
+  o.round_timeout = 2s;
+  o.phase_timeout = 2s;
+  Job job(o);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  for (uint32_t i = 0; i < 4; ++i) job.start(job.client_options(i), constant_delta(i));
+  job.start(job.client_options(4), [released](const Task& t) {  // trains past the deadline
+    released.wait_for(20s);
+    return constant_delta(4)(t);
+  });
+  job.ready();
+  RoundRecord rec = job.coord->run_round(0);
+  release.set_value();
+  EXPECT_EQ(rec.participants, (std::vector<uint32_t>{0, 1, 2, 3}));
+  ASSERT_EQ(rec.dropped.size(), 1u);
+  EXPECT_NE(rec.dropped[0].why.find("deadline"), std::string::npos) << rec.dropped[0].why;
+  // (10 + 40 + 90 + 160) / (10 + 20 + 30 + 40) = 3
+  for (float v : job.coord->global()) EXPECT_NEAR(v, 1.f + 3.f, 1e-5);
 }
 
 // docs/federated.md's example: a strategy a program registers, selected by name.

@@ -75,13 +75,7 @@ Client::Client(ClientOptions options) : options_(std::move(options)) {
   const std::string what = describe();
   auto deadline = rendezvous::deadline_after(options_.connect_timeout);
   fd_ = rendezvous::connect_tcp(options_.host, options_.port, deadline, what);
-  try {
-    handshake(std::min(deadline, rendezvous::deadline_after(kAuthTimeout)));
-  } catch (const HandshakeError&) {
-    throw;
-  } catch (const IoError& e) {
-    throw HandshakeError(e.what());
-  }
+  handshake(std::min(deadline, rendezvous::deadline_after(kAuthTimeout)));
   wake_fd_ = rendezvous::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   COHORT_CHECK_IO(wake_fd_.valid(), what, ": eventfd failed: ", std::strerror(errno));
   reader_ = std::thread([this] { read_loop(); });

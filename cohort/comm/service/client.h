@@ -26,6 +26,7 @@
 
 #include "cohort/comm/service/wire.h"
 #include "cohort/core/error.h"
+#include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/secret.h"
 #include "cohort/rendezvous/socket.h"
 #include "cohort/rendezvous/tls.h"
@@ -34,12 +35,9 @@ namespace cohort::comm::service {
 
 using Millis = std::chrono::milliseconds;
 
-// The server was reached but the TLS or secret handshake failed: a wrong certificate, CA or
-// job secret. Retrying does not help, unlike a server that is not up yet.
-class HandshakeError : public ErrorKind<HandshakeError, IoError> {
- public:
-  using ErrorKind::ErrorKind;
-};
+// The server was reached and refused us (a wrong certificate, CA or job secret), or could not
+// prove it is the job's: retrying does not help, unlike a server that is not up yet.
+using HandshakeError = rendezvous::AuthRefused;
 
 struct ClientOptions {
   std::string host = "127.0.0.1";

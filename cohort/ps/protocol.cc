@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "cohort/comm/service/byte_io.h"
 #include "cohort/core/error.h"
 
 namespace cohort::ps {
@@ -12,43 +13,12 @@ constexpr size_t kPushPadBytes = 2;
 constexpr size_t kPushHeaderBytes = 1 + 4 + 3 * 8 + 1 + kPushPadBytes;
 static_assert(kPushHeaderBytes == 32);
 
-template <typename T>
-void put(Bytes& b, T v) {
-  const size_t at = b.size();
-  b.resize(at + sizeof(T));
-  std::memcpy(b.data() + at, &v, sizeof(T));
-}
+using comm::service::put;
 
-class Reader {
+// Every message reader names the parameter server in its errors.
+class Reader : public comm::service::ByteReader {
  public:
-  explicit Reader(const Bytes& b) : b_(b) {}
-  template <typename T>
-  T get() {
-    need(sizeof(T));
-    T v;
-    std::memcpy(&v, b_.data() + at_, sizeof(T));
-    at_ += sizeof(T);
-    return v;
-  }
-  std::string get_string() {
-    const uint32_t n = get<uint32_t>();
-    need(n);
-    std::string s(reinterpret_cast<const char*>(b_.data() + at_), n);
-    at_ += n;
-    return s;
-  }
-  const uint8_t* rest(size_t* n) const {
-    *n = b_.size() - at_;
-    return b_.data() + at_;
-  }
-
- private:
-  void need(size_t n) const {
-    COHORT_CHECK_ARG(b_.size() - at_ >= n, "parameter server: truncated message (", b_.size(),
-                     " bytes)");
-  }
-  const Bytes& b_;
-  size_t at_ = 0;
+  explicit Reader(const Bytes& b) : ByteReader(b, "parameter server message") {}
 };
 
 }  // namespace

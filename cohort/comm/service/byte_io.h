@@ -61,6 +61,11 @@ class ByteReader {
     std::memcpy(out, b_.data() + at_, n * sizeof(T));
     at_ += n * sizeof(T);
   }
+  // The rest, in place (no copy): a pointer into the message and its size.
+  const uint8_t* rest(size_t* n) const {
+    *n = remaining();
+    return b_.data() + at_;
+  }
   // The rest, as bytes.
   std::vector<uint8_t> rest() {
     std::vector<uint8_t> r(b_.begin() + ptrdiff_t(at_), b_.end());

@@ -143,6 +143,9 @@ TEST(FlE2e, KilledClientsAreLeftOutTheRoundGoesOnAndRestartedOnesRejoin) {
   std::vector<std::unique_ptr<Proc>> clients;
   for (int i = 0; i < 10; ++i) clients.push_back(client(i));
   ASSERT_TRUE(wait_for_text(server, "round 1/6", 120s)) << server.output();
+  // Round 2's tasks go out within milliseconds of the line; its clients then train and wait
+  // fault.fl_train_delay_s (1.5 s): 0.5 s in, the three are mid-round.
+  std::this_thread::sleep_for(500ms);
   const auto killed_at = Clock::now();
   for (int i : {7, 8, 9}) clients[size_t(i)]->kill9();  // mid round 2
   ASSERT_TRUE(wait_for_text(server, "round 2/6", 60s)) << server.output();

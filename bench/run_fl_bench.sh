@@ -30,7 +30,8 @@
 # connection) and over seeds. Accuracy curves: the mean over seeds at rounds 1, 5, 10, 20, 30.
 #
 # PyTorch is Debian's python3-torch through /usr/bin/python3 (or $COHORT_BENCH_PYTHON); without
-# it part 4 prints cohort alone with a message (./scripts/install-deps.sh --with-peers).
+# it part 4 prints cohort alone with a message (./scripts/install-deps.sh --with-peers). The
+# tables are made with python3 (standard library only).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -184,7 +185,7 @@ central() {
 
 # fl_samples FILE PARTITION_JSON: the sum over rounds of the participants' local samples.
 fl_samples() {
-  "$PYTHON" - "$1" "$2" <<'EOF'
+  python3 - "$1" "$2" <<'EOF'
 import json, sys
 totals = json.load(open(sys.argv[2]))["totals"]
 print(sum(sum(totals[c] for c in json.loads(l)["participants"]) for l in open(sys.argv[1])))
@@ -220,7 +221,7 @@ done
 ELAPSED=$(($(date +%s) - START))
 
 # Tables: one Markdown table per part, and the curves.
-"$PYTHON" - "$INDEX" "$ROUNDS" "$PARTS" <<'EOF'
+python3 - "$INDEX" "$ROUNDS" "$PARTS" <<'EOF'
 import json, math, statistics as st, sys
 index, rounds, parts = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 runs = {}  # (part, impl, config) -> [(seed, records, wall, samples)]

@@ -5,8 +5,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "cohort/core/error.h"
@@ -27,6 +29,56 @@ std::string openssl_errors() {
     out += reason ? reason : buf;
   }
   return out.empty() ? "unknown TLS error" : out;
+}
+
+// A socket BIO that sends with MSG_NOSIGNAL: OpenSSL's own socket BIO write()s, and a write to
+// a peer that has gone would raise SIGPIPE, which kills the process (a server pushing to a
+// killed client). The fd is the BIO's data; the caller owns the fd.
+int bio_fd(BIO* b) {
+  return int(reinterpret_cast<intptr_t>(BIO_get_data(b)));
+}
+
+int bio_write(BIO* b, const char* data, int len) {
+  BIO_clear_retry_flags(b);
+  ssize_t r;
+  do {
+    r = ::send(bio_fd(b), data, size_t(len), MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_write(b);
+  return int(r);
+}
+
+int bio_read(BIO* b, char* data, int len) {
+  BIO_clear_retry_flags(b);
+  ssize_t r;
+  do {
+    r = ::recv(bio_fd(b), data, size_t(len), MSG_DONTWAIT);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_read(b);
+  return int(r);
+}
+
+long bio_ctrl(BIO*, int cmd, long, void*) {
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;  // nothing is buffered here
+}
+
+int bio_create(BIO* b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+// Built once, never changed after: a table of functions, not state.
+const BIO_METHOD* socket_method() {
+  static const BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "cohort socket");
+    COHORT_CHECK_IO(m != nullptr, "TLS: BIO_meth_new failed: ", openssl_errors());
+    BIO_meth_set_write(m, bio_write);
+    BIO_meth_set_read(m, bio_read);
+    BIO_meth_set_ctrl(m, bio_ctrl);
+    BIO_meth_set_create(m, bio_create);
+    return m;
+  }();
+  return method;
 }
 
 bool is_ip_address(const std::string& host) {
@@ -62,8 +114,16 @@ TlsContext::~TlsContext() {
 
 TlsStream::TlsStream(const TlsContext& ctx, int fd, const std::string& verify_host) : fd_(fd) {
   ssl_ = SSL_new(ctx.get());
-  COHORT_CHECK_IO(ssl_ != nullptr && SSL_set_fd(ssl_, fd) == 1,
-                  "TLS: cannot start a session: ", openssl_errors());
+  COHORT_CHECK_IO(ssl_ != nullptr, "TLS: cannot start a session: ", openssl_errors());
+  BIO* bio = BIO_new(socket_method());
+  if (!bio) {
+    SSL_free(ssl_);
+    throw IoError("TLS: BIO_new failed: " + openssl_errors());
+  }
+  BIO_set_data(bio, reinterpret_cast<void*>(intptr_t(fd)));
+  BIO_up_ref(bio);  // one reference for reading, one for writing
+  SSL_set0_rbio(ssl_, bio);
+  SSL_set0_wbio(ssl_, bio);
   if (ctx.role() == TlsRole::kServer) {
     SSL_set_accept_state(ssl_);
     return;

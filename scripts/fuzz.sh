@@ -24,7 +24,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Releas
   echo "fuzz: configuring build-fuzz with clang failed"
   exit 1
 }
-targets=(store_frame_fuzz service_frame_fuzz tcp_frame_fuzz safetensors_fuzz)
+targets=(store_frame_fuzz service_frame_fuzz tcp_frame_fuzz safetensors_fuzz fl_message_fuzz)
 for t in "${targets[@]}"; do
   ninja -C build-fuzz -t query "$t" >/dev/null 2>&1 ||
     skip "no target $t: -fsanitize=fuzzer does not link with this clang (install libclang-rt-dev)"

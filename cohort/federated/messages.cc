@@ -11,7 +11,8 @@ using comm::service::put;
 using comm::service::put_array;
 using comm::service::put_string;
 
-constexpr uint32_t kMaxParams = 1u << 20;  // parameters in a layout
+constexpr uint32_t kMaxParams = 1u << 20;           // parameters in a layout
+constexpr int64_t kMaxElements = int64_t(1) << 40;  // values in a model (no overflow below)
 
 void put_floats(Bytes& b, const std::vector<float>& v) {
   put(b, uint64_t(v.size()));
@@ -92,7 +93,9 @@ Hello decode_hello(const Bytes& b, const std::string& what) {
     ps::ParamSlot p;
     p.name = r.get_string();
     p.numel = r.get<int64_t>();
-    COHORT_CHECK_ARG(p.numel > 0, what, ": parameter '", p.name, "' has ", p.numel, " elements");
+    COHORT_CHECK_ARG(p.numel > 0 && p.numel <= kMaxElements - h.layout.total, what, ": parameter '",
+                     p.name, "' has ", p.numel, " elements (a model holds at most ", kMaxElements,
+                     ")");
     p.offset = h.layout.total;
     p.index = i;
     h.layout.total += p.numel;

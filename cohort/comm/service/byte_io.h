@@ -58,6 +58,7 @@ class ByteReader {
   void get_array(T* out, size_t n) {
     COHORT_CHECK_ARG(n <= remaining() / sizeof(T), what_, ": expected ", n, " values (",
                      n * sizeof(T), " bytes), only ", remaining(), " bytes left");
+    if (n == 0) return;  // out may be null (an empty vector's data())
     std::memcpy(out, b_.data() + at_, n * sizeof(T));
     at_ += n * sizeof(T);
   }

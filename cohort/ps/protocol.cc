@@ -8,9 +8,10 @@
 namespace cohort::ps {
 namespace {
 
-// kind u8, rank i32, step i64, begin i64, end i64, codec u8, then zeros up to 32 bytes.
-constexpr size_t kPushPadBytes = 2;
-constexpr size_t kPushHeaderBytes = 1 + 4 + 3 * 8 + 1 + kPushPadBytes;
+// kind u8, rank i32, step i64, begin i64, end i64, codec u8, flags u8, then a zero byte.
+constexpr size_t kPushPadBytes = 1;
+constexpr size_t kPushHeaderBytes = 1 + 4 + 3 * 8 + 1 + 1 + kPushPadBytes;
+constexpr uint8_t kPushShared = 1;  // flags: the grads are in the worker's shared area
 static_assert(kPushHeaderBytes == 32);
 
 using comm::service::put;
@@ -45,6 +46,11 @@ Bytes encode_hello(const Hello& h) {
   put(b, h.codec.ratio);
   put(b, h.codec.levels);
   put(b, h.codec.seed);
+  if (h.shared) {
+    comm::service::put_string(b, h.shared->name);
+    b.insert(b.end(), h.shared->token.begin(), h.shared->token.end());
+    put(b, h.shared->count);
+  }
   return b;
 }
 
@@ -52,15 +58,18 @@ Bytes encode_hello_reply(const HelloReply& r) {
   Bytes b;
   put(b, r.next_step);
   put(b, r.checkpoints);
+  put(b, r.shared);
   return b;
 }
 
 HelloReply decode_hello_reply(const Bytes& b, const std::string& what) {
-  COHORT_CHECK_ARG(b.size() == 9, what, ": expected a 9-byte answer, got ", b.size(), " bytes");
+  COHORT_CHECK_ARG(b.size() == 10, what, ": expected a 10-byte answer, got ", b.size(), " bytes");
   Reader r(b);
   HelloReply h;
   h.next_step = r.get<int64_t>();
   h.checkpoints = r.get<uint8_t>();
+  h.shared = r.get<uint8_t>();
+  COHORT_CHECK_ARG(h.shared <= 1, what, ": shared = ", int(h.shared), " (expected 0 or 1)");
   return h;
 }
 
@@ -84,7 +93,8 @@ bool wants_final(const Bytes& bye) {
 namespace {
 
 // The 32-byte push header, with room reserved for `body` bytes after it.
-Bytes push_header(int32_t rank, int64_t step, KeyRange range, uint8_t codec, size_t body) {
+Bytes push_header(int32_t rank, int64_t step, KeyRange range, uint8_t codec, size_t body,
+                  uint8_t flags = 0) {
   Bytes b;
   b.reserve(kPushHeaderBytes + body);
   put(b, MsgKind::kPush);
@@ -93,6 +103,7 @@ Bytes push_header(int32_t rank, int64_t step, KeyRange range, uint8_t codec, siz
   put(b, range.begin);
   put(b, range.end);
   put(b, codec);
+  put(b, flags);
   b.resize(kPushHeaderBytes, 0);  // padding: the grads start 32 bytes in
   return b;
 }
@@ -105,6 +116,10 @@ Bytes encode_push(int32_t rank, int64_t step, KeyRange range, const float* grads
   const auto* p = reinterpret_cast<const uint8_t*>(grads);
   b.insert(b.end(), p, p + n);
   return b;
+}
+
+Bytes encode_shared_push(int32_t rank, int64_t step, KeyRange range) {
+  return push_header(rank, step, range, 0, 0, kPushShared);
 }
 
 Bytes encode_push_frame(int32_t rank, int64_t step, KeyRange range, uint8_t codec,
@@ -153,6 +168,13 @@ Hello decode_hello(const Bytes& b) {
   h.codec.ratio = r.get<double>();
   h.codec.levels = r.get<int32_t>();
   h.codec.seed = r.get<uint64_t>();
+  if (r.remaining() == 0) return h;  // no shared area offered
+  SharedOffer o;
+  o.name = r.get_string(256);
+  r.get_array(o.token.data(), o.token.size());
+  o.count = r.get<int64_t>();
+  r.expect_end();
+  h.shared = std::move(o);
   return h;
 }
 
@@ -165,10 +187,23 @@ Push decode_push(const Bytes& b) {
   p.range.begin = r.get<int64_t>();
   p.range.end = r.get<int64_t>();
   p.codec = r.get<uint8_t>();
+  const uint8_t flags = r.get<uint8_t>();
+  COHORT_CHECK_ARG(flags <= kPushShared, "parameter server: push flags ", int(flags),
+                   " (expected 0 or 1)");
   for (size_t i = 0; i < kPushPadBytes; ++i)
     COHORT_CHECK_ARG(r.get<uint8_t>() == 0, "parameter server: push header padding is not zero");
   size_t n = 0;
   const uint8_t* rest = r.rest(&n);
+  if (flags == kPushShared) {
+    COHORT_CHECK_ARG(p.codec == 0 && n == 0,
+                     "parameter server: a push marked as in shared memory carries ", n,
+                     " bytes (codec ", int(p.codec), "); expected none and codec 0");
+    COHORT_CHECK_ARG(p.range.end >= p.range.begin, "parameter server: push of keys [",
+                     p.range.begin, ", ", p.range.end, ")");
+    p.shared = true;
+    p.count = p.range.size();
+    return p;
+  }
   p.grads = rest;
   p.bytes = n;
   if (p.codec != 0) return p;  // a message: its size is checked against its codec's
@@ -185,19 +220,24 @@ Bytes floats_to_bytes(const float* v, int64_t n) {
 
 Bytes encode_push_reply(const PushReply& r, const float* v, int64_t n) {
   Bytes b;
-  b.reserve(8 + 4 + 4 + 1 + 8 + 8 + size_t(n) * sizeof(float));
+  COHORT_CHECK_ARG((v == nullptr) == (r.shared != 0),
+                   "encode_push_reply: values must be given unless they are in the shared area");
+  b.reserve(8 + 4 + 4 + 1 + 8 + 8 + 1 + (v ? size_t(n) * sizeof(float) : 0));
   put(b, r.version);
   put(b, r.staleness);
   put(b, r.lead);
   put(b, r.dropped);
   put(b, r.held_s);
   put(b, r.durable);
+  put(b, r.shared);
+  if (v == nullptr) return b;
   const auto* p = reinterpret_cast<const uint8_t*>(v);
   b.insert(b.end(), p, p + size_t(n) * sizeof(float));
   return b;
 }
 
-PushReply decode_push_reply(const Bytes& b, float* out, int64_t n, const std::string& what) {
+PushReply decode_push_reply(const Bytes& b, float* out, int64_t n, const std::string& what,
+                            const float* shared) {
   Reader r(b);
   PushReply p;
   p.version = r.get<int64_t>();
@@ -206,8 +246,16 @@ PushReply decode_push_reply(const Bytes& b, float* out, int64_t n, const std::st
   p.dropped = r.get<uint8_t>();
   p.held_s = r.get<double>();
   p.durable = r.get<int64_t>();
+  p.shared = r.get<uint8_t>();
   size_t rest = 0;
   const uint8_t* v = r.rest(&rest);
+  if (p.shared != 0) {
+    COHORT_CHECK_ARG(p.shared == 1 && shared != nullptr && rest == 0, what,
+                     ": the values are said to be in the shared area (", int(p.shared), ", ", rest,
+                     " bytes follow), but this push was not sent through one");
+    if (out != shared) std::memcpy(out, shared, size_t(n) * sizeof(float));
+    return p;
+  }
   COHORT_CHECK_ARG(rest == size_t(n) * sizeof(float), what, ": expected ", n, " f32 values, got ",
                    rest, " bytes");
   std::memcpy(out, v, rest);

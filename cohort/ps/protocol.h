@@ -3,15 +3,17 @@
 // request starts with its kind and the worker's rank; the server answers each one:
 //
 //   hello  {rank, num_workers, total_steps, [(name, numel)],  -> HelloReply    first, and
-//           codec spec}                                                         again after a
+//           codec spec[, shared area offer]}                                    again after a
 //          reconnect (a restarted server tells where it resumed); the codec spec (CodecSpec,
 //          push_codec.h) must be the server's
 //   pull   {rank}                                              -> f32[range]   current values
-//   push   {rank, step, begin, end, codec, 2 zero bytes,       -> {PushReply, f32[range]}
+//   push   {rank, step, begin, end, codec, flags, zero byte,   -> {PushReply, f32[range]}
 //           f32[end - begin] grads}  (the header is 32 bytes: the grads are 16-byte aligned in
 //           a received payload, so a server applies them where they lie). codec 0: the grads
 //           as f32; else a compress::Method and, instead of the grads, its message
-//           (push_codec.h)
+//           (push_codec.h). flags 1: the grads are in the worker's shared area (shared_area.h)
+//           and nothing follows the header; the answer's values are then in the area too
+//           (PushReply::shared), not in the answer
 //          BSP: answered once the step's update is applied (push + pull in one round trip,
 //          BytePS's push_pull); ASP: at once, after this push's update; SSP: once the slowest
 //          worker is close enough (consistency.h)
@@ -25,12 +27,14 @@
 // Little-endian, fixed-width integers; strings and arrays are length-prefixed (u32 / i64).
 // Malformed input throws InvalidArgument (the server fails that request, naming it).
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "cohort/comm/service/wire.h"
 #include "cohort/ps/partition.h"
+#include "cohort/ps/shared_area.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::ps {
@@ -67,6 +71,7 @@ struct Hello {
   int64_t total_steps = 0;  // for the server's LR schedule (0: unknown)
   Layout layout;
   CodecSpec codec;
+  std::optional<SharedOffer> shared;  // a same-host shared area (shared_area.h), if offered
 };
 
 struct Push {
@@ -80,6 +85,9 @@ struct Push {
   // A compressed push (push_codec.h): codec != 0 and `bytes` of message at `grads`; count 0.
   uint8_t codec = 0;
   size_t bytes = 0;
+  // The grads are in the worker's shared area (shared_area.h), not in the message: grads is
+  // null, count the range's size; the server points grads into the area.
+  bool shared = false;
 };
 
 // The server's answer to a hello.
@@ -88,6 +96,7 @@ struct HelloReply {
                             // a restart, the step the checkpoint resumed from)
   uint8_t checkpoints = 0;  // the server checkpoints: the worker keeps its pushes since the last
                             // durable one, to replay them if the server restarts
+  uint8_t shared = 0;       // the server mapped the hello's shared area: pushes may use it
 };
 
 // What a server tells a worker about its push, before the values.
@@ -98,6 +107,7 @@ struct PushReply {
   uint8_t dropped = 0;    // BSP with backup workers: the push came late and was not used
   double held_s = 0;      // how long the server held the answer (SSP's block)
   int64_t durable = 0;    // this worker's pushes of steps < durable are in a checkpoint
+  uint8_t shared = 0;     // the values are in the worker's shared area, not in the answer
 };
 
 Bytes encode_hello(const Hello& h);
@@ -119,6 +129,8 @@ Bytes encode_final(const FinalState& f, const float* v, int64_t n);  // v: null 
 FinalState decode_final(const Bytes& b, float* out, int64_t n, const std::string& what);
 // The header of a push; the gradients follow (append_floats), so they are copied once.
 Bytes encode_push(int32_t rank, int64_t step, KeyRange range, const float* grads);
+// The header of a push whose gradients are in the worker's shared area (nothing follows).
+Bytes encode_shared_push(int32_t rank, int64_t step, KeyRange range);
 // A compressed push's header (codec != 0) followed by `message_bytes` zeros, into which the
 // caller encodes the message (push_message): the message is written once, in place.
 Bytes encode_push_frame(int32_t rank, int64_t step, KeyRange range, uint8_t codec,
@@ -132,9 +144,13 @@ Hello decode_hello(const Bytes& b);
 Push decode_push(const Bytes& b);
 
 Bytes floats_to_bytes(const float* v, int64_t n);
+// v null: the values are in the worker's shared area (r.shared must be set), none follow.
 Bytes encode_push_reply(const PushReply& r, const float* v, int64_t n);
-// The reply's header; its `n` floats into out (InvalidArgument naming `what` otherwise).
-PushReply decode_push_reply(const Bytes& b, float* out, int64_t n, const std::string& what);
+// The reply's header; its `n` floats into out, from the answer or, when the server put them
+// there, from `shared` (the worker's area; InvalidArgument naming `what` when it has none, or
+// when the answer's size is wrong).
+PushReply decode_push_reply(const Bytes& b, float* out, int64_t n, const std::string& what,
+                            const float* shared = nullptr);
 // InvalidArgument if the payload is not exactly `n` floats (names `what`).
 void bytes_to_floats(const Bytes& b, float* out, int64_t n, const std::string& what);
 

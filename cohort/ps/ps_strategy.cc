@@ -79,6 +79,10 @@ void add_ps_keys(ConfigRegistry& r) {
          "layers' servers first), so round trips run while backward computes the rest; step() "
          "waits for the answers. Off with optim.clip_grad_norm > 0 (the push waits for the "
          "clip). false: every push starts in step(). Same bytes either way (docs/ps.md)."});
+  r.add({"ps.shared_memory", ConfigType::kBool, true,
+         "Workers and servers on one host move pushes and answers through a shared-memory area "
+         "per link (the socket carries headers only); other links, and compressed pushes, use "
+         "the socket. false: always the socket (docs/ps.md, \"Same-host pushes\")."});
   add_push_compression_keys(r);
 }
 
@@ -124,6 +128,7 @@ WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
   o.total_steps = ctx.total_steps;
   o.consistency = consistency_from_config(cfg, o.num_workers);
   o.compression = push_compression_from_config(cfg);
+  o.shared_memory = shared_memory_from_config(cfg);
   return o;
 }
 
@@ -135,6 +140,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
+
+bool shared_memory_from_config(const Config& cfg) {
+  return cfg.registry().find("ps.shared_memory") == nullptr || cfg.get_bool("ps.shared_memory");
+}
 
 Consistency consistency_from_config(const Config& cfg, int num_workers) {
   Consistency c;
@@ -223,18 +232,23 @@ PsStrategy::PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions optio
   compression_ = options.compression.method;
   const bool overlap = overlap_from_config(ctx.config, options.rank);
   worker_ = std::make_unique<PsWorker>(std::move(options), layout_);
-  grads_.resize(size_t(layout_.total));
-  values_.resize(size_t(layout_.total));
+  grads_ = worker_->grads_buffer();
+  values_ = worker_->values_buffer();
+  if (!grads_) {
+    own_.resize(2 * size_t(layout_.total));
+    grads_ = own_.data();
+    values_ = own_.data() + layout_.total;
+  }
   if (overlap) {
     overlap_ =
         std::make_shared<PushOverlap>(layout_, worker_->ranges(), [this](int i) { start_push(i); });
     PushOverlap::install(overlap_, params_, layout_);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  TransferStats t = worker_->pull(values_.data());  // start from the servers' parameters
+  TransferStats t = worker_->pull(values_);  // start from the servers' parameters
   for (PsMetrics* m : {&interval_, &run_}) m->add_transfer(t, seconds_since(t0), Transfer::kPull);
   step_ = worker_->start_step();  // 0, or where a worker restarted alone rejoins
-  scatter_values(params_, layout_, {0, layout_.total}, values_.data());
+  scatter_values(params_, layout_, {0, layout_.total}, values_);
 }
 
 void PsStrategy::backward(const Tensor& loss, bool sync) {
@@ -259,14 +273,14 @@ double PsStrategy::clip_grad_norm(double max_norm) {
 
 void PsStrategy::start_push(int i) {
   const KeyRange r = worker_->ranges()[size_t(i)];
-  gather_grads(params_, layout_, r, grads_.data() + r.begin);
-  worker_->start_push(i, step_, grads_.data(), values_.data());
+  gather_grads(params_, layout_, r, grads_ + r.begin);
+  worker_->start_push(i, step_, grads_, values_);
 }
 
 TransferStats PsStrategy::push_pull_at_once(OverlapStep* o) {
-  gather_grads(params_, layout_, {0, layout_.total}, grads_.data());
+  gather_grads(params_, layout_, {0, layout_.total}, grads_);
   const auto t0 = std::chrono::steady_clock::now();
-  TransferStats t = worker_->push_pull(step_, grads_.data(), values_.data());
+  TransferStats t = worker_->push_pull(step_, grads_, values_);
   o->push_pull_s = seconds_since(t0);
   return t;
 }
@@ -282,7 +296,7 @@ void PsStrategy::step() {
   const auto t0 = std::chrono::steady_clock::now();
   OverlapStep o;
   TransferStats t = overlap_ ? push_pull_overlapped(&o) : push_pull_at_once(&o);
-  scatter_values(params_, layout_, {0, layout_.total}, values_.data());
+  scatter_values(params_, layout_, {0, layout_.total}, values_);
   ++step_;
   for (PsMetrics* m : {&interval_, &run_}) {
     m->add(t.reply);
@@ -305,7 +319,8 @@ nlohmann::json PsStrategy::take_interval_metrics() {
 nlohmann::json PsStrategy::summary_metrics() const {
   nlohmann::json j = run_.json(true);
   j["ps_mode"] = mode_name(mode_);
-  j["ps_overlap"] = overlap_ != nullptr;  // false also when clipping turned it off
+  j["ps_overlap"] = overlap_ != nullptr;           // false also when clipping turned it off
+  j["ps_shared_links"] = worker_->shared_links();  // servers reached through shared memory
   if (compression_ != compress::Method::kNone)
     j["compression"] = compress::method_name(compression_);
   return j;
@@ -328,9 +343,9 @@ void PsStrategy::finish_training() {
     return;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  TransferStats t = worker_->finish(values_.data());
+  TransferStats t = worker_->finish(values_);
   for (PsMetrics* m : {&interval_, &run_}) m->add_transfer(t, seconds_since(t0), Transfer::kPull);
-  scatter_values(params_, layout_, {0, layout_.total}, values_.data());
+  scatter_values(params_, layout_, {0, layout_.total}, values_);
 }
 
 parallel::StrategyRegistration ps_strategy_registration() {

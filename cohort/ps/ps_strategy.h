@@ -34,6 +34,8 @@ namespace cohort::ps {
 
 // The [ps] consistency keys, checked (InvalidArgument naming the key) for `num_workers`.
 Consistency consistency_from_config(const Config& cfg, int num_workers);
+// ps.shared_memory (true where the registry does not declare it).
+bool shared_memory_from_config(const Config& cfg);
 
 enum class Transfer { kPushPull, kPull };
 
@@ -86,7 +88,11 @@ class PsStrategy : public parallel::Strategy {
   NamedTensors params_;
   Layout layout_;
   std::unique_ptr<PsWorker> worker_;
-  std::vector<float> grads_, values_;
+  // The flat gradient and values: the worker's shared area when it has one (the servers on
+  // this host read and write them there), else own_.
+  std::vector<float> own_;
+  float* grads_ = nullptr;
+  float* values_ = nullptr;
   int64_t step_ = 0;
   int rank_ = 0;
   parallel::StrategyStats stats_;

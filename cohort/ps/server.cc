@@ -169,7 +169,21 @@ Bytes ParamServer::hello(uint64_t peer, const Bytes& payload) {
   if (!schedule_) schedule_ = o_.make_schedule(h.total_steps);
   if (away_.count(h.rank)) rejoin(h.rank);
   ranks_[peer] = h.rank;
-  return encode_hello_reply({next_step(h.rank), uint8_t(ckpt_ ? 1 : 0)});
+  return encode_hello_reply({next_step(h.rank), uint8_t(ckpt_ ? 1 : 0), accept_shared(h)});
+}
+
+uint8_t ParamServer::accept_shared(const Hello& h) {
+  areas_.erase(h.rank);  // an earlier connection's
+  if (!h.shared || !o_.shared_memory) return 0;
+  std::string why;
+  std::unique_ptr<SharedArea> a = SharedArea::open(*h.shared, layout_.total, &why);
+  if (!a) {
+    log::debug("ps", who(), ": worker ", h.rank, " pushes through the socket: its shared area ",
+               h.shared->name, " cannot be used here (", why, ")");
+    return 0;
+  }
+  areas_[h.rank] = std::move(a);
+  return 1;
 }
 
 int ParamServer::rank_of(uint64_t peer, int32_t claimed) const {
@@ -183,6 +197,14 @@ int ParamServer::rank_of(uint64_t peer, int32_t claimed) const {
 std::optional<Bytes> ParamServer::push(uint64_t peer, uint64_t id, const Bytes& payload) {
   Push p = decode_push(payload);
   const int rank = rank_of(peer, p.rank);
+  if (p.shared) {
+    auto area = areas_.find(rank);
+    COHORT_CHECK_ARG(area != areas_.end(), who(), ": worker ", rank, " pushed keys [",
+                     p.range.begin, ", ", p.range.end,
+                     ") through a shared area, but this server mapped none for it");
+    p.grads = reinterpret_cast<const uint8_t*>(area->second->grads() + range_.begin);
+    metrics_.received(size_t(p.count) * sizeof(float));  // the values, moved through memory
+  }
   decoder_.check(p, rank, range_, who());
   COHORT_CHECK_ARG(p.codec != 0 || (p.range == range_ && p.count == range_.size()), who(),
                    ": worker ", rank, " pushed ", p.count, " values for keys [", p.range.begin,
@@ -222,14 +244,14 @@ std::optional<Bytes> ParamServer::push_bsp(int rank, uint64_t peer, uint64_t id,
   if (late) {  // step p.step was applied without it: dropped, answered with the current values
     ++stats_.dropped;
     reply.dropped = 1;
-    return answer(rank, reply);
+    return answer(rank, reply, p.shared);
   }
   COHORT_CHECK_ARG(!pushed_.count(rank), who(), ": worker ", rank, " pushed keys [", p.range.begin,
                    ", ", p.range.end, ") twice in step ", step_);
   std::vector<float>& g = grads_[size_t(rank)];
   g.resize(size_t(range_.size()));
   read_grad(p, rank, g.data());
-  pushed_[rank] = {peer, id, reply, {}};
+  pushed_[rank] = {peer, id, reply, {}, p.shared};
   if (int(pushed_.size()) == o_.num_workers - o_.consistency.backup_workers) apply_update();
   return std::nullopt;
 }
@@ -257,9 +279,9 @@ std::optional<Bytes> ParamServer::push_async(int rank, uint64_t peer, uint64_t i
   after_update();
   std::optional<Bytes> now;
   if (gate_.may_proceed(rank)) {
-    now = answer(rank, reply);
+    now = answer(rank, reply, p.shared);
   } else {
-    held_[rank] = {peer, id, reply, std::chrono::steady_clock::now()};
+    held_[rank] = {peer, id, reply, std::chrono::steady_clock::now(), p.shared};
     ++stats_.held;
   }
   release_held();  // this push may have moved the slowest worker on
@@ -292,13 +314,23 @@ void ParamServer::optimize(Tensor grad, int64_t step, double lr_divisor) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - *first_push_).count();
 }
 
-Bytes ParamServer::answer(int rank, PushReply reply) {
+Bytes ParamServer::answer(int rank, PushReply reply, bool shared) {
   reply.version = version_;
   reply.durable = durable_[size_t(rank)];
   sent_version_[size_t(rank)] = version_;
   intervals_.answered(rank, std::chrono::steady_clock::now());
-  Bytes b = encode_push_reply(reply, shard_.data<float>(), range_.size());
-  metrics_.sent(b.size());
+  const float* values = shard_.data<float>();
+  const size_t n = size_t(range_.size());
+  // The area the push came through (if it is still that worker's: else the values go in the
+  // answer): the worker waits for this answer and does not touch the area until it has it.
+  auto area = shared ? areas_.find(rank) : areas_.end();
+  if (area != areas_.end()) {
+    std::memcpy(area->second->values() + range_.begin, values, n * sizeof(float));
+    reply.shared = 1;
+    values = nullptr;
+  }
+  Bytes b = encode_push_reply(reply, values, range_.size());
+  metrics_.sent(b.size() + (values ? 0 : n * sizeof(float)));  // the values, either way
   return b;
 }
 
@@ -311,7 +343,7 @@ void ParamServer::release_held() {
     Pending& h = it->second;
     h.reply.held_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - h.since).count();
-    server_->respond(h.peer, h.request_id, answer(it->first, h.reply));
+    server_->respond(h.peer, h.request_id, answer(it->first, h.reply, h.shared));
     it = held_.erase(it);
   }
 }
@@ -336,7 +368,7 @@ void ParamServer::apply_update() {
   ++step_;
   after_update();
   for (const auto& [rank, pending] : pushed_)
-    server_->respond(pending.peer, pending.request_id, answer(rank, pending.reply));
+    server_->respond(pending.peer, pending.request_id, answer(rank, pending.reply, pending.shared));
   pushed_.clear();
 }
 

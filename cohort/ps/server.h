@@ -91,6 +91,9 @@ struct ServerOptions {
   Consistency consistency;
   // The codec every worker's pushes must come in (push_codec.h); none: f32 values as before.
   PushCompression compression;
+  // Accept same-host workers' shared areas (shared_area.h): their pushes and answers move
+  // through shared memory, headers only on the socket. false: every worker's go through it.
+  bool shared_memory = true;
   // How long a worker that left without goodbye may take to come back (above); 0: never.
   Millis rejoin_timeout{0};
   // Recovery (above). ckpt_dir empty or ckpt_every 0: no checkpoints (workers keep nothing),
@@ -147,6 +150,7 @@ class ParamServer {
     uint64_t request_id;
     PushReply reply;  // what the answer will say (held answers: filled when they go)
     std::chrono::steady_clock::time_point since;
+    bool shared = false;  // the push came through the worker's shared area: so does the answer
   };
   std::optional<Bytes> on_request(const comm::service::Peer& peer, uint64_t id, Bytes payload);
   void on_leave(const comm::service::Peer& peer, const std::string& why);
@@ -160,8 +164,11 @@ class ParamServer {
   void apply_update();          // enough pushes of step_ are in: average, optimize, answer them
   // One optimizer step of the slice with `grad` at schedule step `step`, lr / lr_divisor.
   void optimize(Tensor grad, int64_t step, double lr_divisor);
-  // The answer to worker `rank`'s push: reply + the current values; records what it was sent.
-  Bytes answer(int rank, PushReply reply);
+  // The answer to worker `rank`'s push: reply + the current values (into its shared area when
+  // the push came through it); records what it was sent.
+  Bytes answer(int rank, PushReply reply, bool shared);
+  // hello's answer to a shared area offer: maps it when it can (areas_), says whether.
+  uint8_t accept_shared(const Hello& h);
   void release_held();  // SSP: answers whose worker may now proceed
   void record_staleness(int64_t tau);
   // Recovery (server_state.h).
@@ -197,8 +204,11 @@ class ParamServer {
   // rank -> its gradient of step_, kept until all arrived so that they are summed in rank
   // order: the result does not depend on arrival order (determinism, DESIGN.md).
   std::vector<std::vector<float>> grads_;
-  std::map<int, Pending> pushed_;      // BSP: rank -> its unanswered push of step_
-  std::map<int, Pending> held_;        // SSP: rank -> its held answer
+  std::map<int, Pending> pushed_;  // BSP: rank -> its unanswered push of step_
+  std::map<int, Pending> held_;    // SSP: rank -> its held answer
+  // rank -> the shared area of its latest hello (shared_area.h); kept after it leaves (an
+  // answer may still be on its way), replaced when it says hello again.
+  std::map<int, std::unique_ptr<SharedArea>> areas_;
   int64_t step_ = 0;                   // BSP: the step being gathered
   int64_t version_ = 0;                // updates applied
   std::vector<int64_t> sent_version_;  // rank -> version of the values it last received

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -118,11 +119,15 @@ PsWorker::PsWorker(WorkerOptions options, Layout layout)
     for (int i = 0; i < o_.num_servers; ++i)
       links_[size_t(i)].encoder = std::make_unique<PushEncoder>(o_.compression, o_.rank, i);
   }
+  area_ = make_area();
+  offering_ = area_ != nullptr;
   std::vector<int64_t> next(size_t(o_.num_servers));
   on_every_server([&](int i) {
     next[size_t(i)] = links_[size_t(i)].skip_until =
         connect(i, 0, "", std::chrono::steady_clock::now() + o_.timeout);
   });
+  if (area_) area_->unlink();  // mapped by the servers that can: nothing left in /dev/shm
+  offering_ = false;
   check_start(next);
   start_step_ = pushed_steps_ = *std::min_element(next.begin(), next.end());
 }
@@ -186,12 +191,38 @@ int64_t PsWorker::connect(int i, int64_t after, const std::string& why,
     if (said_bye_) l.client->close();  // abandoned meanwhile: the hello below fails at once
   }
   l.generation = generation;
-  const Bytes hello =
-      encode_hello({o_.rank, o_.num_workers, o_.total_steps, layout_, codec_spec(o_.compression)});
-  const HelloReply h =
-      decode_hello_reply(l.client->request(hello), server_name(i) + "'s answer to hello");
+  Hello hello{o_.rank, o_.num_workers, o_.total_steps, layout_, codec_spec(o_.compression)};
+  if (offering_) hello.shared = area_->offer();  // a server restarted later gets no offer
+  const HelloReply h = decode_hello_reply(l.client->request(encode_hello(hello)),
+                                          server_name(i) + "'s answer to hello");
+  COHORT_CHECK_ARG(!h.shared || offering_, server_name(i),
+                   " says it mapped a shared area, but worker ", o_.rank, " offered none");
+  l.shared = h.shared != 0;
   l.checkpoints = h.checkpoints != 0;
   return h.next_step;
+}
+
+int PsWorker::shared_links() const {
+  return int(std::count_if(links_.begin(), links_.end(), [](const Link& l) { return l.shared; }));
+}
+
+float* PsWorker::grads_buffer() const {
+  return area_ ? area_->grads() : nullptr;
+}
+
+float* PsWorker::values_buffer() const {
+  return area_ ? area_->values() : nullptr;
+}
+
+std::unique_ptr<SharedArea> PsWorker::make_area() const {
+  if (!o_.shared_memory || o_.compression.enabled()) return nullptr;
+  try {
+    return SharedArea::create(layout_.total, o_.rank);
+  } catch (const IoError& e) {
+    log::warn("ps", "worker ", o_.rank, ": pushes go through the socket: no shared area (",
+              e.what(), ")");
+    return nullptr;
+  }
 }
 
 template <typename F>
@@ -289,6 +320,7 @@ PushReply PsWorker::push_to(int i, int64_t step, const float* grads, float* valu
   Bytes push;
   l.sent = 0;
   l.encode_s = 0;
+  bool pushed_shared = false;
   const PushReply reply = with_recovery(i, step, [&] {
     if (step < l.skip_until) {  // the server holds this push already (it restarted from a
       // checkpoint that has it, or this worker rejoins): take the values only
@@ -296,12 +328,27 @@ PushReply PsWorker::push_to(int i, int64_t step, const float* grads, float* valu
       bytes_to_floats(l.client->request(q), values + r.begin, r.size(), what);
       return PushReply{.durable = l.skip_until};
     }
+    if ((pushed_shared = shared(i))) return push_shared(i, step, grads, values, what);
     if (push.empty()) push = frame(i, step, grads);
     return decode_push_reply(l.client->request(push), values + r.begin, r.size(), what);
   });
+  // A replay goes through the socket: keep the whole frame (the one copy the area saved).
+  if (l.checkpoints && pushed_shared) push = encode_push(o_.rank, step, r, grads + r.begin);
   if (l.checkpoints && !push.empty()) l.kept.emplace_back(step, std::move(push));
   while (!l.kept.empty() && l.kept.front().first < reply.durable) l.kept.pop_front();
   return reply;
+}
+
+PushReply PsWorker::push_shared(int i, int64_t step, const float* grads, float* values,
+                                const std::string& what) {
+  Link& l = links_[size_t(i)];
+  const KeyRange r = ranges_[size_t(i)];
+  float* slot = area_->grads() + r.begin;
+  if (grads + r.begin != slot) std::memcpy(slot, grads + r.begin, size_t(r.size()) * sizeof(float));
+  l.sent = uint64_t(r.size()) * sizeof(float);
+  const Bytes q = encode_shared_push(o_.rank, step, r);
+  return decode_push_reply(l.client->request(q), values + r.begin, r.size(), what,
+                           area_->values() + r.begin);
 }
 
 TransferStats PsWorker::push_pull(int64_t step, const float* grads, float* values) {

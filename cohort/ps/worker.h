@@ -61,6 +61,9 @@ struct WorkerOptions {
   // Compressed pushes (push_codec.h): the servers must be given the same. A residual per
   // server lives here; the kept pushes (above) are the encoded frames, replayed as they were.
   PushCompression compression;
+  // Offer the servers a shared area (shared_area.h): a server on this host then takes the
+  // f32 pushes and gives its answers through shared memory. Not with compression.
+  bool shared_memory = true;
 };
 
 struct TransferStats {
@@ -111,6 +114,13 @@ class PsWorker {
   void abandon() noexcept;
 
   const std::vector<KeyRange>& ranges() const { return ranges_; }
+  // How many servers this worker reaches through its shared area now.
+  int shared_links() const;
+  // The flat gradient and values (layout.total floats each) in the shared area, or null when
+  // there is none. A push of gradients already there and an answer into values there move
+  // nothing (any other buffers work too, with a copy).
+  float* grads_buffer() const;
+  float* values_buffer() const;
   // The step this worker's next push carries: 0, or where a rejoining worker resumes (the
   // smallest of the servers' next steps for it; a server already past it gets pulls until the
   // worker catches up with it).
@@ -133,11 +143,18 @@ class PsWorker {
     int64_t skip_until = 0;  // pushes of steps below this the server already holds
     std::deque<std::pair<int64_t, Bytes>> kept;
     std::unique_ptr<PushEncoder> encoder;  // compressed pushes only
+    bool shared = false;                   // the server mapped this worker's shared area
     uint64_t sent = 0;                     // the last push's value or message bytes
     double encode_s = 0;                   // and its encoding time
   };
   // The push frame of `step` to server i: f32 values, or the encoded message.
   Bytes frame(int i, int64_t step, const float* grads);
+  // The shared area to offer the servers: null without ps.shared_memory, with compression,
+  // or when /dev/shm has no room (logged; the socket is used).
+  std::unique_ptr<SharedArea> make_area() const;
+  // The push of `step` to server i through its shared area: the answer's values into values.
+  PushReply push_shared(int i, int64_t step, const float* grads, float* values,
+                        const std::string& what);
   std::string server_name(int i) const;
   // Finds server i's newest address (a generation above `after`), connects, says hello.
   // Returns where its pushes resume. `why`: what broke the last connection, for errors.
@@ -146,6 +163,8 @@ class PsWorker {
   // connect() after a broken connection, again while a restarted server fails before it
   // answers hello, until one deadline (Timeout).
   int64_t reconnect(int i, std::string why);
+  // Whether server i's link uses a shared area.
+  bool shared(int i) const { return links_[size_t(i)].shared; }
   // The servers' next steps for this worker at the start: all 0 for a fresh worker (unless BSP
   // with backup workers went on without it), at most one apart (InvalidArgument otherwise).
   void check_start(const std::vector<int64_t>& next) const;
@@ -163,6 +182,8 @@ class PsWorker {
   Layout layout_;
   std::vector<KeyRange> ranges_;
   std::vector<Link> links_;
+  std::unique_ptr<SharedArea> area_;
+  bool offering_ = false;  // area_'s name is still linked: hellos offer it
   int64_t start_step_ = 0;
   int64_t pushed_steps_ = 0;  // the next step to push (every step below went to every server)
   // Read by lanes (with_recovery: no reconnect once set), set by bye()/abandon().

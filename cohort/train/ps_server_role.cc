@@ -172,6 +172,7 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
   o.make_schedule = [&cfg](int64_t total) { return make_schedule(cfg, total); };
   o.consistency = ps::consistency_from_config(cfg, o.num_workers);
   o.compression = ps::push_compression_from_config(cfg);
+  o.shared_memory = ps::shared_memory_from_config(cfg);
   add_interval_records(cfg, index, o);
   double timeout_s = cfg.get_float("ps.timeout_s");
   if (timeout_s <= 0) timeout_s = cfg.get_float("comm.timeout_s");

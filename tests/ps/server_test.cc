@@ -20,60 +20,12 @@
 #include "cohort/ps/worker.h"
 #include "cohort/rendezvous/hash_store.h"
 #include "cohort/rendezvous/socket.h"
+#include "tests/ps/ps_job.h"
 
 namespace cohort::ps {
 namespace {
 
 using namespace std::chrono_literals;
-
-constexpr double kLr = 0.5;
-
-NamedTensors model(int64_t second = 3) {
-  return {{"w", from_vector({1, 2, 3, 4}, {2, 2})},
-          {"b", from_vector(std::vector<float>(size_t(second), 1.0f), {second})}};
-}
-
-struct Job {
-  explicit Job(int servers, int workers, Consistency c = {}, Millis rejoin = Millis(0))
-      : secret(rendezvous::Secret::generate()) {
-    for (int i = 0; i < servers; ++i) {
-      ServerOptions o;
-      o.index = i;
-      o.num_servers = servers;
-      o.num_workers = workers;
-      o.params = model();
-      o.secret = secret;
-      o.consistency = c;
-      o.rejoin_timeout = rejoin;
-      o.make_optimizer = [](optim::NamedParams p) {
-        return std::make_unique<optim::SGD>(std::move(p), optim::SgdOptions{.lr = kLr});
-      };
-      o.make_schedule = [](int64_t) { return std::make_unique<optim::ConstantLr>(kLr); };
-      this->servers.push_back(std::make_unique<ParamServer>(std::move(o)));
-      publish_server(*store, i, this->servers.back()->address());
-    }
-  }
-  WorkerOptions worker(int rank, int workers) const {
-    return {.rank = rank,
-            .num_workers = workers,
-            .num_servers = int(servers.size()),
-            .store = store,
-            .secret = secret,
-            .timeout = 5s};
-  }
-  rendezvous::Secret secret;
-  std::shared_ptr<rendezvous::Store> store = std::make_shared<rendezvous::HashStore>();
-  std::vector<std::unique_ptr<ParamServer>> servers;
-};
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // Two workers push different gradients; both get init - lr * mean back, on 1 and 2 servers.
 TEST(PsServer, BspAveragesTheWorkersGradientsOnOneAndTwoServers) {

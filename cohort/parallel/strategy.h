@@ -184,6 +184,10 @@ class Strategy {
   // checkpoint: a parameter-server worker restarted alone rejoins where the servers are. 0: the
   // trainer's own position (fresh, or its checkpoint's).
   virtual int64_t start_step() const { return 0; }
+  // Whether the strategy restores the job itself on resume (parameter servers: the servers
+  // load their checkpoints, the workers start at start_step()): the trainer then never loads a
+  // checkpoint of its own, and with start_step() 0 starts fresh.
+  virtual bool resumes_itself() const { return false; }
   // The run's timeline (metrics/trace.h; null: off), for spans of the strategy's own
   // communication (DDP: each bucket's allreduce). Owned by the caller, which keeps it alive
   // until the strategy is gone. The trainer traces forward, backward and step around it.

@@ -102,10 +102,7 @@ bool overlap_from_config(const Config& cfg, int rank) {
 
 WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
   const Config& cfg = ctx.config;
-  COHORT_CHECK_ARG(cfg.get_string("run.resume").empty(),
-                   "parallel.strategy = 'ps' cannot resume yet (run.resume = '",
-                   cfg.get_string("run.resume"),
-                   "'): the servers' state is not checkpointed in this version");
+  const bool resuming = resumes_job(cfg);
   COHORT_CHECK_ARG(cfg.get_float("train.time_limit_s") <= 0,
                    "parallel.strategy = 'ps' does not support train.time_limit_s yet (each worker "
                    "would stop at its own step; BSP's servers would wait for the stopped ones)");
@@ -118,7 +115,8 @@ WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
                    "`cohort train CONFIG --workers N --servers S` (or `cohort run --servers S`)");
   o.rank = ctx.rank;
   o.num_workers = ctx.world_size;
-  o.rejoin = ctx.restarts_alone > 0;
+  o.rejoin = ctx.restarts_alone > 0 || resuming;  // both start where the servers are
+  o.resumed = resuming;
   o.store = ctx.store;
   o.secret = rendezvous::secret_from_env(env, rendezvous::SecretPolicy::kAllowInsecure);
   o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
@@ -140,6 +138,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
+
+bool resumes_job(const Config& cfg) {
+  const std::string resume = cfg.get_string("run.resume");
+  COHORT_CHECK_ARG(resume.empty() || resume == "auto", "run.resume = '", resume,
+                   "': a parameter-server job resumes with 'auto' (each server restores its "
+                   "newest checkpoint in its own directory, <checkpoints>/server-<i>; the "
+                   "workers go on where the servers are)");
+  return resume == "auto";
+}
 
 bool shared_memory_from_config(const Config& cfg) {
   return cfg.registry().find("ps.shared_memory") == nullptr || cfg.get_bool("ps.shared_memory");

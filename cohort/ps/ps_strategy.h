@@ -34,6 +34,10 @@ namespace cohort::ps {
 
 // The [ps] consistency keys, checked (InvalidArgument naming the key) for `num_workers`.
 Consistency consistency_from_config(const Config& cfg, int num_workers);
+// Whether run.resume asks to resume the whole job ("auto": the servers restore their
+// checkpoints, the workers go on where the servers are). InvalidArgument for another value (a
+// checkpoint path: each server has its own directory).
+bool resumes_job(const Config& cfg);
 // ps.shared_memory (true where the registry does not declare it).
 bool shared_memory_from_config(const Config& cfg);
 
@@ -77,6 +81,7 @@ class PsStrategy : public parallel::Strategy {
   // Rank 0 waits for every worker to finish and evaluates the servers' final parameters (in
   // ASP/SSP its own replica misses the slower workers' last pushes); the others say bye.
   void finish_training() override;
+  bool resumes_itself() const override { return true; }
   int64_t start_step() const override { return step_; }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "cohort/core/logging.h"
 
@@ -418,8 +419,38 @@ void ParamServer::save_checkpoint() {
   checkpointed_at_ = progress();
 }
 
+std::optional<ckpt::CheckpointData> ParamServer::load_chosen() {
+  std::vector<SavedCheckpoint> saved;
+  std::vector<ckpt::CheckpointData> data;
+  ServerSnapshot expect{.index = o_.index,
+                        .num_servers = o_.num_servers,
+                        .num_workers = o_.num_workers,
+                        .range = range_};
+  for (const std::string& dir : ckpt_->list()) {
+    try {
+      ckpt::CheckpointData d = ckpt::CheckpointManager::load(dir);
+      const ServerSnapshot s = from_checkpoint(d, expect);
+      const int64_t progress =
+          o_.consistency.mode == Mode::kBsp ? s.step : s.version / o_.num_workers;
+      saved.push_back({dir, d.step, progress});
+      data.push_back(std::move(d));
+    } catch (const std::exception& e) {
+      log::warn("ps", who(), ": skipping checkpoint ", dir, ": ", e.what());
+    }
+  }
+  const int pick = o_.choose_checkpoint(saved);
+  for (size_t i = size_t(pick + 1); i < saved.size(); ++i) {
+    std::filesystem::remove_all(saved[i].dir);
+    log::info("ps", who(), ": removed ", saved[i].dir, " (step ", saved[i].progress,
+              "), newer than the checkpoint the job resumes from");
+  }
+  if (pick < 0) return std::nullopt;
+  return std::move(data.at(size_t(pick)));
+}
+
 void ParamServer::restore_newest() {
-  std::optional<ckpt::CheckpointData> d = ckpt_->load_latest();
+  std::optional<ckpt::CheckpointData> d =
+      o_.choose_checkpoint ? load_chosen() : ckpt_->load_latest();
   if (!d) {
     log::warn("ps", who(), ": restarted, but ", o_.ckpt_dir,
               " holds no checkpoint that verifies; starting from the initial values");

@@ -102,6 +102,11 @@ struct ServerOptions {
   int64_t ckpt_every = 0;
   int ckpt_keep = 3;
   bool restore = false;  // start from the newest checkpoint in ckpt_dir, if one verifies
+  // Which checkpoint a restoring server loads instead of its newest: given those that verify,
+  // oldest first, returns the one to load (an index into them), or -1 for none (start from the
+  // initial values). Newer ones are then removed (an abandoned continuation). A whole job
+  // resumed in BSP picks the newest step every server has (train/ps_server_role.cc).
+  std::function<int(const std::vector<SavedCheckpoint>&)> choose_checkpoint;
   // Called on the loop thread after each update with the server's progress step (BSP: the step
   // now being gathered; ASP/SSP: pushes / N) once any due checkpoint is written: the fault seam
   // of the recovery tests (train/ps_server_role.cc kills the process there).
@@ -178,6 +183,8 @@ class ParamServer {
   void after_update();                  // a due checkpoint, then o_.after_update
   void save_checkpoint();
   void restore_newest();
+  // o_.choose_checkpoint's pick (null: none), after removing the checkpoints newer than it.
+  std::optional<ckpt::CheckpointData> load_chosen();
   void sample_after_push();  // queue depth; the interval record when one is due
   int rank_of(uint64_t peer, int32_t claimed) const;
   void check_away() const;  // throws naming a worker away longer than rejoin_timeout

@@ -5,6 +5,7 @@
 // server's save count (`sequence`): it only grows, even when a save repeats a version (a
 // worker's bye with no update since), so a re-save never replaces a durable directory.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cohort/ckpt/checkpoint.h"
@@ -34,5 +35,12 @@ ckpt::CheckpointData to_checkpoint(const ServerSnapshot& s, int64_t sequence);
 // InvalidArgument naming the checkpoint step and the field when it belongs to another server
 // or job shape; IoError for a state.json that lacks a field.
 ServerSnapshot from_checkpoint(const ckpt::CheckpointData& d, const ServerSnapshot& expect);
+
+// A server checkpoint that verifies, as a restoring server lists them.
+struct SavedCheckpoint {
+  std::string dir;
+  int64_t number = 0;    // its directory's number (the server's saves so far)
+  int64_t progress = 0;  // the server's step in it (BSP: its step; ASP/SSP: updates / workers)
+};
 
 }  // namespace cohort::ps

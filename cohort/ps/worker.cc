@@ -144,8 +144,10 @@ void PsWorker::check_start(const std::vector<int64_t>& next) const {
                    "COHORT_WORKER_RESTARTS set (the launcher does it); a restarted job needs a "
                    "fresh run directory");
   // One push apart at most (a worker that died between its pushes to two servers); more means
-  // a server lost its state.
-  COHORT_CHECK_ARG(*hi - *lo <= 1, "worker ", o_.rank,
+  // a server lost its state. A resumed asynchronous job: each server saved on its own schedule;
+  // the worker pushes from the smallest and pulls from a server that holds a step already.
+  const bool async_resume = o_.resumed && o_.consistency.mode != Mode::kBsp;
+  COHORT_CHECK_ARG(*hi - *lo <= 1 || async_resume, "worker ", o_.rank,
                    " cannot rejoin: ", server_name(int(lo - next.begin())),
                    " expects its push of step ", *lo, " but ", server_name(int(hi - next.begin())),
                    " of step ", *hi, " (a server restarted without its checkpoint?)");

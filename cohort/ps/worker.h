@@ -58,6 +58,9 @@ struct WorkerOptions {
   // A worker restarted alone: it resumes where the servers are (start_step()) instead of
   // requiring them to be at step 0.
   bool rejoin = false;
+  // The whole job was resumed (run.resume = auto): in ASP/SSP the servers' checkpoints may
+  // hold this worker's clock further apart than one push (each saved on its own schedule).
+  bool resumed = false;
   // Compressed pushes (push_codec.h): the servers must be given the same. A residual per
   // server lives here; the kept pushes (above) are the encoded frames, replayed as they were.
   PushCompression compression;

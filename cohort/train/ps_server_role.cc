@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <set>
+#include <sstream>
 
 #include "cohort/core/logging.h"
 #include "cohort/core/thread_pool.h"
@@ -104,20 +106,72 @@ std::function<void(int64_t)> kill_seam(const Config& cfg, int index, int restart
   };
 }
 
+// Progress steps as "3,10,15" in the store, and back.
+std::string join_steps(const std::vector<ps::SavedCheckpoint>& saved) {
+  std::string s;
+  for (const ps::SavedCheckpoint& c : saved)
+    s += (s.empty() ? "" : ",") + std::to_string(c.progress);
+  return s;
+}
+
+std::set<int64_t> split_steps(const std::string& s) {
+  std::set<int64_t> steps;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) steps.insert(std::stoll(item));
+  return steps;
+}
+
+// A whole BSP job resumed: every server must restore the same step (the workers push that
+// step to all of them). Each publishes the steps of its checkpoints that verify and loads the
+// newest step that every server has; none in common: all start from the initial values.
+int agree_on_step(rendezvous::Store& store, int index, int servers,
+                  std::chrono::milliseconds timeout,
+                  const std::vector<ps::SavedCheckpoint>& saved) {
+  store.set_string("ps/resume/" + std::to_string(index), join_steps(saved));
+  std::set<int64_t> common;
+  for (const ps::SavedCheckpoint& c : saved) common.insert(c.progress);
+  for (int j = 0; j < servers; ++j) {
+    const std::set<int64_t> theirs =
+        split_steps(store.get_string("ps/resume/" + std::to_string(j), timeout));
+    std::erase_if(common, [&](int64_t step) { return !theirs.count(step); });
+  }
+  if (common.empty()) {
+    log::warn("ps", "parameter server ", index,
+              ": the servers have no checkpointed step in common; the job starts from the "
+              "initial values");
+    return -1;
+  }
+  const int64_t step = *common.rbegin();
+  int pick = -1;  // the newest of mine at that step (a goodbye's save repeats a step)
+  for (size_t i = 0; i < saved.size(); ++i)
+    if (saved[i].progress == step) pick = int(i);
+  if (saved[size_t(pick)].progress != saved.back().progress)
+    log::info("ps", "parameter server ", index, ": resuming at step ", step,
+              ", the newest step every server has checkpointed (its own newest: ",
+              saved.back().progress, ")");
+  return pick;
+}
+
 // Before anything else that can fail: a restart must never find an earlier run's checkpoints.
+// `run.resume = auto` (the whole job again): restore them instead, with no fault seam.
 void set_recovery(ps::ServerOptions& o, const Config& cfg, const rendezvous::EnvMap& env) {
   const int restarts = rendezvous::int_from_env(env, "COHORT_SERVER_RESTARTS", 0);
-  o.after_update = kill_seam(cfg, o.index, restarts);
+  const bool resuming = ps::resumes_job(cfg);
+  if (!resuming) o.after_update = kill_seam(cfg, o.index, restarts);
   const bool checkpoints = cfg.get_bool("ckpt.enabled") && cfg.get_int("ckpt.every_steps") > 0;
   COHORT_CHECK_ARG(restarts == 0 || checkpoints, "parameter server ", o.index,
                    " was restarted, but it keeps no checkpoints (ckpt.enabled = false or "
                    "ckpt.every_steps = 0): its shard and optimizer state are lost and the job "
                    "cannot go on; set ckpt.every_steps to let a server restart");
+  COHORT_CHECK_ARG(!resuming || checkpoints,
+                   "run.resume = 'auto' of a parameter-server job resumes from the servers' "
+                   "checkpoints, but they keep none (ckpt.enabled = false or ckpt.every_steps = "
+                   "0); set ckpt.every_steps (in the run to be resumed, too)");
   if (!checkpoints) return;
   o.ckpt_dir = server_ckpt_dir(cfg, o.index);
   o.ckpt_every = cfg.get_int("ckpt.every_steps");
   o.ckpt_keep = int(cfg.get_int("ckpt.keep"));
-  o.restore = restarts > 0;
+  o.restore = restarts > 0 || resuming;
   if (!o.restore) move_aside_earlier(o.ckpt_dir);
 }
 
@@ -178,7 +232,6 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
   if (timeout_s <= 0) timeout_s = cfg.get_float("comm.timeout_s");
   const auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000.0));
   o.rejoin_timeout = timeout;  // a worker restarted alone (--max-restarts) comes back
-  ps::ParamServer server(std::move(o));
   rendezvous::TcpStore store(
       {.host = env.count("COHORT_MASTER_ADDR") ? env.at("COHORT_MASTER_ADDR") : "127.0.0.1",
        .port = uint16_t(required_int(env, "COHORT_MASTER_PORT")),
@@ -186,6 +239,13 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
        .secret_policy = rendezvous::SecretPolicy::kAllowInsecure,
        .timeout = timeout,
        .connect_timeout = timeout});
+  const bool restarted = rendezvous::int_from_env(env, "COHORT_SERVER_RESTARTS", 0) > 0;
+  if (o.restore && !restarted && o.consistency.mode == ps::Mode::kBsp) {
+    o.choose_checkpoint = [&store, index, n = o.num_servers, timeout](const auto& saved) {
+      return agree_on_step(store, index, n, timeout, saved);
+    };
+  }
+  ps::ParamServer server(std::move(o));
   ps::publish_server(store, index, published_address(cfg, server.address(), 1));
   server.wait(timeout);
   report(cfg, index, server.stats());

@@ -87,6 +87,10 @@ void Trainer::start_run() {
   if (s.stream) s.log.add(std::move(s.stream));
   s.ckpt = make_checkpoints(s.cfg, s.run_dir);
   if (s.strategy->start_step() > 0) return rejoin_at(s.strategy->start_step());
+  if (s.strategy->resumes_itself()) {  // at step 0: a fresh start, whatever rank 0 saved
+    if (chief && s.cfg.get_bool("ckpt.enabled")) move_stale_checkpoints(*s.ckpt);
+    return;
+  }
   std::optional<ckpt::CheckpointData> d = find_resume_checkpoint(s);
   if (d) {
     s.resume_pos = s.pos = resume_position(s, *d, restore_checkpoint(s, *d));
@@ -119,8 +123,12 @@ void Trainer::rejoin_at(int64_t step) {
   std::map<std::string, uint64_t> counters = nn::dropout_counters(*s.model);
   for (auto& [name, count] : counters) count = uint64_t(micro);
   nn::set_dropout_counters(*s.model, counters);
-  std::printf("cohort train: worker %d rejoined the job at step %ld (epoch %ld, batch %ld)\n",
-              s.world->rank, long(step), long(s.pos.epoch), long(s.pos.batch_in_epoch));
+  // Rank 0's own checkpoints past this step belong to the continuation that was abandoned.
+  if (s.world->is_chief() && s.cfg.get_bool("ckpt.enabled")) drop_checkpoints_after(*s.ckpt, step);
+  const bool resumed = !s.cfg.get_string("run.resume").empty() && s.world->worker_restarts == 0;
+  std::printf("cohort train: worker %d %s at step %ld (epoch %ld, batch %ld)\n", s.world->rank,
+              resumed ? "resumed where the parameter servers' checkpoints are" : "rejoined the job",
+              long(step), long(s.pos.epoch), long(s.pos.batch_in_epoch));
 }
 
 bool Trainer::prepare_checkpoint() {

@@ -30,7 +30,7 @@ std::string job(const fs::path& dir, const std::string& name, int batch) {
 }
 
 cohort::NamedTensors final_model(const fs::path& run) {
-  return cohort::ckpt::read_safetensors((newest_checkpoint(run) / "model.safetensors").string());
+  return cohort::testing::ps_final_model(run);
 }
 
 // Every parameter within 1e-5 relative (of the tensor's largest magnitude, so that values
@@ -52,11 +52,7 @@ void expect_close(const cohort::NamedTensors& a, const cohort::NamedTensors& b,
 
 void expect_equal(const cohort::NamedTensors& a, const cohort::NamedTensors& b,
                   const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].second.to_vector<float>(), b[i].second.to_vector<float>())
-        << what << ": " << a[i].first;
-  }
+  cohort::testing::expect_same_weights(a, b, what);
 }
 
 nlohmann::json summary(const fs::path& metrics) {
@@ -322,7 +318,10 @@ TEST(PsTrain, WhatThisVersionDoesNotSupportIsRefusedClearly) {
   const std::vector<Case> cases = {
       {" --workers 2 --servers 1", "--servers needs parallel.strategy = 'ps'"},
       {ps + " --workers 2", "'ps' needs parameter servers: add --servers S"},
-      {ps + " --workers 2 --servers 1 --resume auto", "'ps' cannot resume yet"},
+      {ps + " --workers 2 --servers 1 --resume /tmp/somewhere",
+       "a parameter-server job resumes with 'auto'"},
+      {ps + " --workers 2 --servers 1 --resume auto",
+       "resumes from the servers' checkpoints, but they keep none"},
       {ps, "'ps' needs parameter servers"},
       {ps + " --workers 2 --servers 1 --set ps.mode=ssp --set ps.staleness=-1", "ps.staleness"},
       {ps + " --workers 2 --servers 1 --set ps.staleness=2",

@@ -14,7 +14,10 @@
 #
 #   bench/run_ps_bench.sh [--repeats R] [--workers N] [--steps N] [--slow-factor F]
 #                         [--target 0.84] [--eval-every K] [--part 1|2|all] [--build-dir DIR]
-#                         [--servers S] [--set KEY=VALUE]...
+#                         [--servers S] [--slow-rotate] [--set KEY=VALUE]...
+#
+# --slow-rotate: part 2 with a transient straggler instead of one slow worker: the slowed rank
+# moves on every step (fault.slow_rotate), so each worker is slow one step in 4.
 #
 # --servers: part 1's cohort servers (1; torch's peer always has one). --set: passed to every
 # cohort run (after the bench's own keys, so it wins), e.g. --set ps.overlap=false.
@@ -25,7 +28,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${COHORT_BENCH_PYTHON:-/usr/bin/python3}"
-REPEATS=3 WORKERS=2 STEPS=300 SLOW=3 TARGET=0.84 EVAL_EVERY=100 PART=all SERVERS=1
+REPEATS=3 WORKERS=2 STEPS=300 SLOW=3 TARGET=0.84 EVAL_EVERY=100 PART=all SERVERS=1 ROTATE=false
 USER_SETS=()
 BUILD_DIR="$ROOT/build"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
@@ -40,6 +43,7 @@ while (($#)); do
     --part) PART="$2"; shift 2 ;;
     --build-dir) BUILD_DIR="$2"; shift 2 ;;
     --servers) SERVERS="$2"; shift 2 ;;
+    --slow-rotate) ROTATE=true; shift ;;
     --set) USER_SETS+=(--set "$2"); shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "run_ps_bench: unknown option '$1'" >&2; usage ;;
@@ -129,7 +133,9 @@ part2() {
     return
   fi
   local steps=$((2 * 60000 / (4 * 32)))  # two epochs of 4 workers x batch 32
-  echo "== 2. time to ${TARGET} with rank 1 slowed ${SLOW}x: 4 workers, 2 servers, $steps steps"
+  local who="rank 1"
+  [ "$ROTATE" = true ] && who="a rank that changes every step"
+  echo "== 2. time to ${TARGET} with $who slowed ${SLOW}x: 4 workers, 2 servers, $steps steps"
   declare -A t acc w  # time to target, final accuracy, wall time of the whole run
   local modes=(bsp asp ssp backup)
   for r in $(seq "$REPEATS"); do
@@ -146,7 +152,7 @@ part2() {
         --set optim.schedule=cosine)
       w[$m]+="$(cohort_ps "$m$r" 4 2 --set train.epochs=2 --set "train.max_steps=$steps" \
         --set "train.eval_every=$EVAL_EVERY" --set fault.slow_rank=1 \
-        --set "fault.slow_factor=$SLOW" "${extra[@]}") "
+        --set "fault.slow_factor=$SLOW" --set "fault.slow_rotate=$ROTATE" "${extra[@]}") "
       t[$m]+="$(time_to "$TARGET" "$TMP/$m$r/metrics.jsonl") "
       acc[$m]+="$(summary_field "$TMP/$m$r/metrics.jsonl" eval_accuracy) "
     done

@@ -33,6 +33,11 @@ void add_process_fault_keys(ConfigRegistry& r) {
          "",
          {},
          1.0});
+  r.add({"fault.slow_rotate", T::kBool, false,
+         "Fault injection: the slowed rank moves on every step, (fault.slow_rank + step) mod "
+         "the number of workers, so each worker is slow one step in N (a transient straggler "
+         "rather than one slow machine); its sleep is (fault.slow_factor - 1) times the step "
+         "without the communication it waited for."});
   r.add(rank_key("fault.kill_rank",
                  "Fault injection (tests): the rank that kills itself with SIGKILL; -1: none."));
   r.add(count_key("fault.kill_at_step", 0,

@@ -19,13 +19,25 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The rank fault.slow_rank slows at `step`: that rank, or with fault.slow_rotate the next one
+// each step (a transient straggler that moves around the job). -1: none.
+int64_t slowed_rank(const Trainer::State& s, int64_t step) {
+  const int64_t rank = s.cfg.get_int("fault.slow_rank");
+  if (rank < 0 || !s.cfg.get_bool("fault.slow_rotate")) return rank;
+  return (rank + step) % std::max(1, s.world->size);
+}
+
 // fault.slow_rank / fault.slow_factor: the straggler seam. After each step that rank sleeps
 // (factor - 1) times the step's own time (batch, forward, backward, optimizer and the
 // strategy's communication), so its steps take `factor` times as long; the sleep counts as
-// backward time (the worker "computes" slower).
+// backward time (the worker "computes" slower). A rotating straggler's sleep leaves out what
+// the step waited for: that wait holds the previous step's straggler, and counting it would
+// make each slow step slower than the last.
 void maybe_slow_down(const Trainer::State& s, StepTimes& t) {
-  if (s.world->rank != s.cfg.get_int("fault.slow_rank")) return;
-  const double extra = (s.cfg.get_float("fault.slow_factor") - 1) * t.total_s();
+  if (s.world->rank != slowed_rank(s, s.step)) return;
+  const double base =
+      s.cfg.get_bool("fault.slow_rotate") ? std::max(0.0, t.total_s() - t.exposed_s) : t.total_s();
+  const double extra = (s.cfg.get_float("fault.slow_factor") - 1) * base;
   if (extra <= 0) return;
   std::this_thread::sleep_for(std::chrono::duration<double>(extra));
   t.backward_s += extra;

@@ -6,6 +6,7 @@
 // clear message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -407,6 +408,41 @@ TEST(PsTrain, AspWithASlowedWorkerFinishesEveryWorkersStepsAndLearns) {
       if (j["event"] == "step") first = j["loss"].get<double>();
     }
     EXPECT_LT(summary(metrics_of(d / name, 0))["eval_loss"].get<double>(), first) << lr;
+  }
+}
+
+// How many of a rank's logged steps after the first (whose warm-up can be 100x any other) spent
+// over 20 ms in backward (where a straggler's sleep counts): 39x a step's own time (about 1 ms)
+// for a slowed step at factor 40, well under for any other, also on a loaded machine.
+int slowed_steps(const fs::path& metrics) {
+  std::vector<double> backward;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == "step" && j["step"] > 1) backward.push_back(j["backward_ms"].get<double>());
+  }
+  return int(std::count_if(backward.begin(), backward.end(), [](double b) { return b > 20; }));
+}
+
+// fault.slow_rotate: the slowed rank moves on every step, so each of 4 workers is slowed (40x)
+// in turn, 2 or 3 of its steps 2-10; without rotation only rank 0 is, every step.
+TEST(PsTrain, ARotatingStragglerSlowsEveryWorkerInTurn) {
+  fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "rotate");
+  for (std::string rotate : {"true", "false"}) {
+    const std::string name = "rotate_" + rotate;
+    CliResult r =
+        slowed_job(d, name, 4, 0, 40,
+                   " --set ps.mode=asp --set run.log_every=1 --set fault.slow_rotate=" + rotate);
+    ASSERT_EQ(r.status, 0) << r.output;
+    for (int rank : {0, 1, 2, 3}) {
+      const int slowed = slowed_steps(metrics_of(d / name, rank));
+      if (rotate == "true") {
+        EXPECT_GE(slowed, 2) << "rank " << rank;
+        EXPECT_LE(slowed, 3) << "rank " << rank;
+      } else {
+        EXPECT_EQ(slowed, rank == 0 ? 9 : 0) << "rank " << rank;
+      }
+    }
   }
 }
 

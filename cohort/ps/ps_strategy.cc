@@ -115,8 +115,8 @@ WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
                    "`cohort train CONFIG --workers N --servers S` (or `cohort run --servers S`)");
   o.rank = ctx.rank;
   o.num_workers = ctx.world_size;
-  o.rejoin = ctx.restarts_alone > 0 || resuming;  // both start where the servers are
-  o.resumed = resuming;
+  o.rejoin = ctx.restarts_alone > 0 || resuming;    // both start where the servers are
+  o.resumed = resuming && ctx.restarts_alone == 0;  // the job's start, not a later rejoin
   o.store = ctx.store;
   o.secret = rendezvous::secret_from_env(env, rendezvous::SecretPolicy::kAllowInsecure);
   o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;

@@ -1,6 +1,7 @@
 #include "cohort/ps/server.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -419,33 +420,46 @@ void ParamServer::save_checkpoint() {
   checkpointed_at_ = progress();
 }
 
+namespace {
+
+// The number in a checkpoint directory's name (step-<n>), or -1.
+int64_t dir_number(const std::string& dir) {
+  long long n = -1;
+  if (std::sscanf(std::filesystem::path(dir).filename().c_str(), "step-%lld", &n) != 1) return -1;
+  return n;
+}
+
+}  // namespace
+
+// Every checkpoint that verifies is offered to the choice (its data is not kept: one is loaded
+// again once chosen); every directory numbered above the choice is removed, verifying or not,
+// so that retention never keeps an abandoned one over the saves to come.
 std::optional<ckpt::CheckpointData> ParamServer::load_chosen() {
   std::vector<SavedCheckpoint> saved;
-  std::vector<ckpt::CheckpointData> data;
-  ServerSnapshot expect{.index = o_.index,
-                        .num_servers = o_.num_servers,
-                        .num_workers = o_.num_workers,
-                        .range = range_};
+  const ServerSnapshot expect{.index = o_.index,
+                              .num_servers = o_.num_servers,
+                              .num_workers = o_.num_workers,
+                              .range = range_};
   for (const std::string& dir : ckpt_->list()) {
     try {
-      ckpt::CheckpointData d = ckpt::CheckpointManager::load(dir);
+      const ckpt::CheckpointData d = ckpt::CheckpointManager::load(dir);
       const ServerSnapshot s = from_checkpoint(d, expect);
       const int64_t progress =
           o_.consistency.mode == Mode::kBsp ? s.step : s.version / o_.num_workers;
       saved.push_back({dir, d.step, progress});
-      data.push_back(std::move(d));
     } catch (const std::exception& e) {
       log::warn("ps", who(), ": skipping checkpoint ", dir, ": ", e.what());
     }
   }
-  const int pick = o_.choose_checkpoint(saved);
-  for (size_t i = size_t(pick + 1); i < saved.size(); ++i) {
-    std::filesystem::remove_all(saved[i].dir);
-    log::info("ps", who(), ": removed ", saved[i].dir, " (step ", saved[i].progress,
-              "), newer than the checkpoint the job resumes from");
+  const int pick = o_.choose_checkpoint(saved);  // throws when the servers cannot agree
+  if (pick < 0) return std::nullopt;             // nothing to resume from: nothing to remove
+  const SavedCheckpoint& chosen = saved.at(size_t(pick));
+  for (const std::string& dir : ckpt_->list()) {
+    if (dir_number(dir) <= chosen.number) continue;
+    std::filesystem::remove_all(dir);
+    log::info("ps", who(), ": removed ", dir, ", newer than the checkpoint the job resumes from");
   }
-  if (pick < 0) return std::nullopt;
-  return std::move(data.at(size_t(pick)));
+  return ckpt::CheckpointManager::load(chosen.dir);
 }
 
 void ParamServer::restore_newest() {
@@ -469,7 +483,9 @@ void ParamServer::restore_newest() {
   version_ = s.version;
   sent_version_ = s.sent_version;
   gate_.restore(s.clocks);
-  for (int r : s.said_bye) {
+  // A server restarted alone keeps who finished (they do not come back); a whole job resumed
+  // (choose_checkpoint) starts every worker again, and each says goodbye again.
+  for (int r : o_.choose_checkpoint ? std::vector<int>{} : s.said_bye) {
     said_bye_.insert(r);
     gate_.leave(r);
   }

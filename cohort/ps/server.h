@@ -102,10 +102,11 @@ struct ServerOptions {
   int64_t ckpt_every = 0;
   int ckpt_keep = 3;
   bool restore = false;  // start from the newest checkpoint in ckpt_dir, if one verifies
-  // Which checkpoint a restoring server loads instead of its newest: given those that verify,
-  // oldest first, returns the one to load (an index into them), or -1 for none (start from the
-  // initial values). Newer ones are then removed (an abandoned continuation). A whole job
-  // resumed in BSP picks the newest step every server has (train/ps_server_role.cc).
+  // A whole job resumed (set only then): which checkpoint to load instead of the newest. Given
+  // those that verify, oldest first, returns the one to load (an index into them), or -1 for
+  // none (start from the initial values); may throw (the servers cannot agree). Newer ones are
+  // then removed (an abandoned continuation), and who said goodbye is not restored (every
+  // worker starts again). BSP picks the newest step every server has (train/ps_server_role.cc).
   std::function<int(const std::vector<SavedCheckpoint>&)> choose_checkpoint;
   // Called on the loop thread after each update with the server's progress step (BSP: the step
   // now being gathered; ASP/SSP: pushes / N) once any due checkpoint is written: the fault seam

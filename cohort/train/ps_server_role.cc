@@ -121,26 +121,33 @@ std::set<int64_t> split_steps(const std::string& s) {
   return steps;
 }
 
-// A whole BSP job resumed: every server must restore the same step (the workers push that
-// step to all of them). Each publishes the steps of its checkpoints that verify and loads the
-// newest step that every server has; none in common: all start from the initial values.
-int agree_on_step(rendezvous::Store& store, int index, int servers,
+// A whole job resumed: each server publishes the steps of its checkpoints that verify, and
+// reads the others'. None anywhere: a fresh start (-1). Some servers with checkpoints and some
+// without, or (BSP, where every worker pushes one step to all servers) no step in common: the
+// servers cannot resume together, an error that lists them. Else BSP loads the newest step
+// every server has, ASP/SSP each its newest (their workers' clocks say where pushes resume).
+int agree_on_step(rendezvous::Store& store, int index, int servers, bool bsp,
                   std::chrono::milliseconds timeout,
                   const std::vector<ps::SavedCheckpoint>& saved) {
   store.set_string("ps/resume/" + std::to_string(index), join_steps(saved));
   std::set<int64_t> common;
   for (const ps::SavedCheckpoint& c : saved) common.insert(c.progress);
+  std::string lists;
+  int empty = 0;
   for (int j = 0; j < servers; ++j) {
-    const std::set<int64_t> theirs =
-        split_steps(store.get_string("ps/resume/" + std::to_string(j), timeout));
-    std::erase_if(common, [&](int64_t step) { return !theirs.count(step); });
+    const std::string theirs = store.get_string("ps/resume/" + std::to_string(j), timeout);
+    const std::set<int64_t> steps = split_steps(theirs);
+    std::erase_if(common, [&](int64_t step) { return !steps.count(step); });
+    lists += detail::str(j ? "; " : "", "server ", j, ": ", theirs.empty() ? "none" : theirs);
+    empty += steps.empty();
   }
-  if (common.empty()) {
-    log::warn("ps", "parameter server ", index,
-              ": the servers have no checkpointed step in common; the job starts from the "
-              "initial values");
-    return -1;
-  }
+  if (empty == servers) return -1;  // nothing checkpointed yet: the job starts afresh
+  COHORT_CHECK_ARG(empty == 0 && (!bsp || !common.empty()), "parameter server ", index,
+                   ": --resume auto, but the servers' checkpoints that verify are at steps (",
+                   lists, ")", empty ? ": some servers have none" : ", none common to all",
+                   "; they cannot resume together (move the checkpoint directories aside to "
+                   "start afresh)");
+  if (!bsp) return int(saved.size()) - 1;
   const int64_t step = *common.rbegin();
   int pick = -1;  // the newest of mine at that step (a goodbye's save repeats a step)
   for (size_t i = 0; i < saved.size(); ++i)
@@ -240,9 +247,10 @@ void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
        .timeout = timeout,
        .connect_timeout = timeout});
   const bool restarted = rendezvous::int_from_env(env, "COHORT_SERVER_RESTARTS", 0) > 0;
-  if (o.restore && !restarted && o.consistency.mode == ps::Mode::kBsp) {
-    o.choose_checkpoint = [&store, index, n = o.num_servers, timeout](const auto& saved) {
-      return agree_on_step(store, index, n, timeout, saved);
+  if (o.restore && !restarted) {  // the whole job resumed, not one server restarted alone
+    const bool bsp = o.consistency.mode == ps::Mode::kBsp;
+    o.choose_checkpoint = [&store, index, n = o.num_servers, bsp, timeout](const auto& saved) {
+      return agree_on_step(store, index, n, bsp, timeout, saved);
     };
   }
   ps::ParamServer server(std::move(o));

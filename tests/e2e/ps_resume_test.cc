@@ -5,8 +5,10 @@
 // never interrupted; in ASP each server takes its newest and the job runs to its end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tests/e2e/ps_job.h"
 #include "tests/e2e/run_cli.h"
@@ -57,9 +59,48 @@ TEST(PsResume, AWholeBspJobResumesAtTheNewestStepEveryServerHasAndEndsBitIdentic
                        "worker 1 resumed where the parameter servers' checkpoints are "
                        "at step 10 (epoch 0, batch 10)"))
       << resumed.output;
-  cohort::testing::expect_same_weights(cohort::testing::ps_final_model(d / "whole"),
-                                       cohort::testing::ps_final_model(d / "resumed"),
+  const cohort::NamedTensors whole_model = cohort::testing::ps_final_model(d / "whole");
+  cohort::testing::expect_same_weights(whole_model, cohort::testing::ps_final_model(d / "resumed"),
                                        "resumed BSP job");
+  // A job that had finished: its servers' newest checkpoints are the goodbye saves, and every
+  // worker comes back (and says goodbye again) with no step left to train.
+  CliResult again = run_cli(cohort::testing::ps_job(d, "whole", 32) + kCommon + " --resume auto");
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_TRUE(contains(again, "resumed where the parameter servers' checkpoints are at step 20"))
+      << again.output;
+  cohort::testing::expect_same_weights(whole_model, cohort::testing::ps_final_model(d / "whole"),
+                                       "finished job resumed");
+}
+
+// The step directories of a server's checkpoints, oldest first.
+std::vector<fs::path> saves_of(const fs::path& server) {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(server)) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+// BSP servers whose checkpoints share no step cannot resume together: an error that lists
+// them, and nothing removed.
+TEST(PsResume, BspServersWithNoStepInCommonAreRefusedListingTheirSteps) {
+  const fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "resume_apart");
+  CliResult died = killed_run(d, "apart", "", 1, 16);
+  ASSERT_NE(died.status, 0) << died.output;
+  const fs::path ckpt = d / "apart" / "checkpoints";
+  std::vector<fs::path> s0 = saves_of(ckpt / "server-0"), s1 = saves_of(ckpt / "server-1");
+  ASSERT_GE(s0.size(), 2u) << died.output;
+  ASSERT_GE(s1.size(), 2u) << died.output;
+  for (size_t i = 1; i < s0.size(); ++i) fs::remove_all(s0[i]);  // server 0: step 5 only
+  fs::remove_all(s1[0]);                                         // server 1: 10 and later
+  CliResult r = run_cli(cohort::testing::ps_job(d, "apart", 32) + kCommon + " --resume auto");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r,
+                       "--resume auto, but the servers' checkpoints that verify are at steps "
+                       "(server 0: 5; server 1: 10"))
+      << r.output;
+  EXPECT_TRUE(contains(r, "none common to all; they cannot resume together")) << r.output;
+  EXPECT_EQ(saves_of(ckpt / "server-0").size(), 1u);
+  EXPECT_EQ(saves_of(ckpt / "server-1").size(), s1.size() - 1);
 }
 
 TEST(PsResume, AnAspJobResumesFromEachServersNewestCheckpointAndRunsToItsEnd) {

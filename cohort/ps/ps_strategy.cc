@@ -80,9 +80,10 @@ void add_ps_keys(ConfigRegistry& r) {
          "waits for the answers. Off with optim.clip_grad_norm > 0 (the push waits for the "
          "clip). false: every push starts in step(). Same bytes either way (docs/ps.md)."});
   r.add({"ps.shared_memory", ConfigType::kBool, true,
-         "Workers and servers on one host move pushes and answers through a shared-memory area "
-         "per link (the socket carries headers only); other links, and compressed pushes, use "
-         "the socket. false: always the socket (docs/ps.md, \"Same-host pushes\")."});
+         "Workers and servers on one host move pushes and answers through the worker's "
+         "shared-memory area (each server reads and writes its key range's slice; the socket "
+         "carries headers only); other links, and compressed pushes, use the socket. false: "
+         "always the socket (docs/ps.md, \"Same-host pushes\")."});
   add_push_compression_keys(r);
 }
 

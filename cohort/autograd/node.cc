@@ -27,14 +27,32 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   if (!leaf->grad) {
     // A fresh gradient nobody else holds becomes .grad as it is (as PyTorch does); anything
     // shared or strided is copied, so later in-place accumulation cannot touch another tensor.
+    // The leaf's own destination (written in place by the kernel) is its .grad by design.
     bool exclusive = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1;
-    leaf->grad = exclusive && g.is_contiguous() ? g.impl_ptr() : g.clone_raw().impl_ptr();
+    bool destination = leaf->grad_destination && g.impl_ptr() == leaf->grad_destination;
+    leaf->grad =
+        (exclusive || destination) && g.is_contiguous() ? g.impl_ptr() : g.clone_raw().impl_ptr();
   } else {
     Tensor acc(leaf->grad);
     add_into(acc, g);
   }
   for (auto& hook : leaf->grad_ready_hooks) hook(param);
   return {};
+}
+
+Tensor AccumulateGrad::take_destination(uint32_t) {
+  auto leaf = leaf_.lock();
+  if (!leaf || leaf->grad || !leaf->grad_destination || !leaf->grad_destination_armed) return {};
+  leaf->grad_destination_armed = false;
+  return Tensor(leaf->grad_destination);
+}
+
+Tensor Node::grad_buffer(size_t i, const Shape& shape) const {
+  if (needs_grad(i)) {
+    Tensor d = next_edges_[i].fn->take_destination(next_edges_[i].input_nr);
+    if (d.defined() && d.shape() == shape && d.dtype() == DType::f32 && d.is_contiguous()) return d;
+  }
+  return empty(shape);
 }
 
 bool grad_enabled() {

@@ -41,6 +41,13 @@ class Node {
   // Whether input i needs a gradient at all; backward skips work for those that do not
   // (linear's dx for the first layer, for example).
   bool needs_grad(size_t i) const { return i < next_edges_.size() && next_edges_[i].fn; }
+  // A tensor of `shape` (f32, contiguous, undefined contents) to write input i's gradient
+  // into: the leaf's armed gradient destination when input i is a leaf with one (its bucket
+  // slot under DDP: no copy later), else a new one. The kernel must overwrite all of it.
+  Tensor grad_buffer(size_t i, const Shape& shape) const;
+  // For an edge into this node's input `input_nr`: a destination for that gradient, handed out
+  // at most once per arming; undefined when there is none (every node but AccumulateGrad).
+  virtual Tensor take_destination(uint32_t input_nr) { return {}; }
   // Creation order; backward runs later nodes first, as PyTorch does, so parameters used last
   // in forward get their gradients first (what DDP's bucket order relies on).
   uint64_t sequence_nr() const { return sequence_nr_; }
@@ -60,6 +67,9 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
+  // The leaf's armed grad_destination while it has no .grad (disarmed as it is handed out: a
+  // second use of the leaf in the same graph gets a tensor of its own, summed by the engine).
+  Tensor take_destination(uint32_t input_nr) override;
 
  private:
   std::weak_ptr<TensorImpl> leaf_;

@@ -132,8 +132,21 @@ void Work::complete(std::exception_ptr error) const {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->error = std::move(error);
     state_->done = true;
+    state_->finished_at = std::chrono::steady_clock::now();
   }
   state_->cv.notify_all();
+}
+
+std::optional<std::chrono::steady_clock::time_point> Work::finished_at() const {
+  if (!state_) return std::nullopt;
+  if (state_->chain) {
+    std::lock_guard<std::mutex> lock(state_->chain->mu);
+    if (!state_->chain->second) return std::nullopt;
+    return Work(state_->chain->second).finished_at();
+  }
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->done) return std::nullopt;
+  return state_->finished_at;
 }
 
 bool Work::done() const {

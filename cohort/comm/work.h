@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace cohort::comm {
@@ -33,6 +34,10 @@ class Work {
   std::exception_ptr exception() const;
   // "allreduce #12" — names the operation in errors.
   const std::string& name() const;
+  // When the operation finished, stamped by the thread that completed it (so an observer that
+  // looks later still learns the true time); for a chain, its continuation's. nullopt while it
+  // runs, and for a chain whose continuation has not been issued yet.
+  std::optional<std::chrono::steady_clock::time_point> finished_at() const;
 
   // Chained asynchronous work (torch's Future.then), e.g. a DDP comm hook that runs two
   // collectives in a row (PowerSGD). The returned Work completes when the Work that `next`
@@ -60,6 +65,7 @@ class Work {
     mutable std::mutex mu;
     std::condition_variable cv;
     bool done = false;
+    std::chrono::steady_clock::time_point finished_at;
     std::exception_ptr error;
     std::shared_ptr<transport::WaitHint> hint;
   };

@@ -145,12 +145,12 @@ struct LinearBackward : autograd::Node {
       cpu::sgemm(rows, in, out, 1.0f, {gp, ldg}, w.at(0), 0.0f, dx.data<float>(), ldi);
       dx = view_as_shape(dx, x_shape);
     }
-    if (needs_grad(1)) {  // dW [out, in] = g^T [out, R] x x [R, in]
-      dw = empty({out, in});
+    if (needs_grad(1)) {  // dW [out, in] = g^T [out, R] x x [R, in], into DDP's bucket if armed
+      dw = grad_buffer(1, {out, in});
       cpu::sgemm(out, in, rows, 1.0f, {gp, ldg, Trans::kYes}, x.at(0), 0.0f, dw.data<float>(), ldi);
     }
     if (needs_grad(2)) {  // db [out] = column sums of g
-      db = empty({out});
+      db = grad_buffer(2, {out});
       cpu::sum_rows(gp, rows, out, db.data<float>());
     }
     return {dx, dw, db};

@@ -19,9 +19,14 @@ struct BucketLayout {
 };
 
 // order: parameter indices in expected ready order (each once); numels[i]: elements of
-// parameter i (f32). Deterministic: depends only on its arguments.
+// parameter i (f32). groups[i] (optional: empty means every parameter alone): parameters whose
+// gradients become ready together (one layer's weight and bias come out of one backward node).
+// A run of one group in `order` is not split across buckets when it fits in one: a bucket that
+// took a layer's small bias but not its weight would wait for that layer's whole backward.
+// Deterministic: depends only on its arguments.
 std::vector<BucketLayout> assign_buckets(const std::vector<size_t>& order,
                                          const std::vector<int64_t>& numels,
-                                         size_t first_bucket_bytes, size_t bucket_bytes);
+                                         size_t first_bucket_bytes, size_t bucket_bytes,
+                                         const std::vector<int>& groups = {});
 
 }  // namespace cohort::parallel

@@ -37,10 +37,44 @@ Reducer::Reducer(std::vector<Param> params, comm::ProcessGroup& group, DdpOption
   for (size_t i = params_.size(); i-- > 0;) order.push_back(i);
   build_buckets(order);
   reset_iteration();
+  arm_destinations();
+}
+
+// Parameters of one module ("layers.0.weight", "layers.0.bias": the name up to its last dot)
+// become ready together, from one backward node: assign_buckets keeps them in one bucket.
+std::vector<int> Reducer::module_groups() const {
+  std::map<std::string, int> ids;
+  std::vector<int> groups;
+  for (const Param& p : params_) {
+    const size_t dot = p.name.rfind('.');
+    const std::string module = dot == std::string::npos ? p.name : p.name.substr(0, dot);
+    groups.push_back(ids.emplace(module, int(ids.size())).first->second);
+  }
+  return groups;
 }
 
 Reducer::~Reducer() {
   drain();
+  disarm_destinations();
+}
+
+// Armed when buckets are built and after every synced step: the slot's averaged gradient is
+// still the optimizer's to read, but a kernel only writes a destination once zero_grad dropped
+// .grad (autograd::AccumulateGrad::take_destination), which is after the optimizer's step.
+void Reducer::arm_destinations() {
+  if (!options_.gradient_as_bucket_view) return;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    TensorImpl& impl = params_[p].tensor.impl();
+    impl.grad_destination = slot_view(p).impl_ptr();
+    impl.grad_destination_armed = true;
+  }
+}
+
+void Reducer::disarm_destinations() {
+  for (Param& p : params_) {
+    p.tensor.impl().grad_destination.reset();
+    p.tensor.impl().grad_destination_armed = false;
+  }
 }
 
 // A bucket's flat f32 buffer, from the group's shared arena where it has one: the allreduce of
@@ -66,7 +100,8 @@ Tensor Reducer::bucket_buffer(size_t numel, bool* in_arena) {
 void Reducer::build_buckets(const std::vector<size_t>& order) {
   std::vector<int64_t> numels;
   for (const Param& p : params_) numels.push_back(p.tensor.numel());
-  auto layouts = assign_buckets(order, numels, options_.first_bucket_bytes, options_.bucket_bytes);
+  auto layouts = assign_buckets(order, numels, options_.first_bucket_bytes, options_.bucket_bytes,
+                                module_groups());
   buckets_.clear();
   buckets_.resize(layouts.size());
   slots_.assign(params_.size(), Slot{});
@@ -219,7 +254,7 @@ void Reducer::poll_done() {
   // Collectives complete in issue order, so only the oldest unobserved one needs a look.
   while (next_poll_ < next_launch_ && buckets_[next_poll_].work.done()) {
     buckets_[next_poll_].observed_done = true;
-    buckets_[next_poll_].done_at = Clock::now();
+    buckets_[next_poll_].done_at = buckets_[next_poll_].work.finished_at().value_or(Clock::now());
     ++next_poll_;
   }
 }

@@ -25,6 +25,7 @@
 // which nothing else touches until their Work is done.
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,6 +112,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void trace_buckets() const;
   void rebuild_from_ready_order(const std::vector<size_t>& order);
   void detach_grads_from_buckets();
+  // gradient_as_bucket_view: each parameter's bucket slot becomes where backward writes its
+  // next fresh gradient (TensorImpl::grad_destination), so mark_ready has nothing to copy.
+  void arm_destinations();
+  std::vector<int> module_groups() const;
+  void disarm_destinations();
   void reset_iteration();
   Tensor slot_view(size_t p) const;
   static bool is_slot(const Tensor& grad, const Tensor& view);

@@ -55,6 +55,7 @@ void Reducer::finish_synced_step() {
   reset_iteration();
   ++synced_steps_;
   if (!rebuilt_) rebuild_from_ready_order(order);
+  arm_destinations();
   if (after_step_) after_step_(synced_steps_);
 }
 
@@ -95,7 +96,8 @@ void Reducer::wait_buckets() {
     }
     if (!bucket.observed_done) {
       bucket.observed_done = true;
-      bucket.done_at = Clock::now();
+      // It may have ended long before this look (during backward): its own time, not ours.
+      bucket.done_at = bucket.work.finished_at().value_or(Clock::now());
     }
   }
 }
@@ -178,6 +180,7 @@ void Reducer::rebuild_from_ready_order(const std::vector<size_t>& order) {
 // Gradients that are views of the old buckets get memory of their own, so that the old buckets
 // are freed before the new ones are allocated: the arena then holds one set, not two.
 void Reducer::detach_grads_from_buckets() {
+  disarm_destinations();  // they hold views of the old buckets too
   for (size_t p = 0; p < params_.size(); ++p) {
     Tensor grad = params_[p].tensor.grad();
     if (is_slot(grad, slot_view(p))) params_[p].tensor.set_grad(grad.clone_raw());

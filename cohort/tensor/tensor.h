@@ -87,6 +87,12 @@ struct TensorImpl {
   uint32_t output_nr = 0;
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaf only, made on first use
   std::vector<GradReadyHook> grad_ready_hooks;     // leaf only
+  // Leaf only: where its next fresh gradient may be written in place instead of into a new
+  // tensor (DDP's gradient_as_bucket_view: the parameter's bucket slot, so backward's kernel
+  // writes straight into the bucket). Handed out once per arming, and only while the leaf has
+  // no .grad (autograd::AccumulateGrad::take_destination).
+  std::shared_ptr<TensorImpl> grad_destination;
+  bool grad_destination_armed = false;
 };
 
 class Tensor {

@@ -20,6 +20,26 @@ Work done_work(const char* name) {
   return w;
 }
 
+// The completing thread stamps the time: an observer that looks later still gets it (DDP's
+// bucket timings), and a chain reports its continuation's.
+TEST(WorkThen, FinishedAtIsWhenTheOperationCompletedNotWhenSomeoneLooked) {
+  Work w = Work::pending("op");
+  EXPECT_FALSE(w.finished_at().has_value());
+  const auto before = std::chrono::steady_clock::now();
+  w.complete(nullptr);
+  const auto after = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(w.finished_at().has_value());
+  EXPECT_GE(*w.finished_at(), before);
+  EXPECT_LE(*w.finished_at(), after);
+  Work second = Work::pending("second");
+  Work chain = done_work("first").then([&] { return second; });
+  EXPECT_FALSE(chain.finished_at().has_value());  // the continuation is not issued yet
+  second.complete(nullptr);
+  chain.wait();
+  EXPECT_EQ(chain.finished_at(), second.finished_at());
+}
+
 TEST(WorkThen, TheContinuationRunsOnceOnTheWaitingThreadNeverInDone) {
   Work first = Work::pending("first");
   int runs = 0;

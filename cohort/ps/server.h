@@ -51,7 +51,8 @@
 // answer, sampled after each push) in stats().traffic, and every metrics_every_updates updates
 // an interval of them to on_interval (server_metrics.h).
 //
-// Threads: the handlers run on the service loop thread; wait() on the caller's. State is under
+// Recovery lives in server_recovery.cc. Threads: the handlers run on the service loop thread;
+// wait() on the caller's. State is under
 // mu_. The update (an elementwise optimizer over the slice) runs on the loop thread.
 #include <chrono>
 #include <condition_variable>
@@ -184,6 +185,7 @@ class ParamServer {
   void after_update();                  // a due checkpoint, then o_.after_update
   void save_checkpoint();
   void restore_newest();
+  ServerSnapshot shape() const;  // this server's job shape, what its checkpoints must match
   // o_.choose_checkpoint's pick (null: none), after removing the checkpoints newer than it.
   std::optional<ckpt::CheckpointData> load_chosen();
   void sample_after_push();  // queue depth; the interval record when one is due

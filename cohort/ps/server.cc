@@ -203,13 +203,13 @@ std::optional<Bytes> ParamServer::push(uint64_t peer, uint64_t id, const Bytes& 
                      p.range.begin, ", ", p.range.end,
                      ") through a shared area, but this server mapped none for it");
     p.grads = reinterpret_cast<const uint8_t*>(area->second->grads() + range_.begin);
-    metrics_.received(size_t(p.count) * sizeof(float));  // the values, moved through memory
   }
   decoder_.check(p, rank, range_, who());
   COHORT_CHECK_ARG(p.codec != 0 || (p.range == range_ && p.count == range_.size()), who(),
                    ": worker ", rank, " pushed ", p.count, " values for keys [", p.range.begin,
                    ", ", p.range.end, "); this server owns keys [", range_.begin, ", ", range_.end,
                    ") (", range_.size(), " values)");
+  if (p.shared) metrics_.received(size_t(p.count) * sizeof(float));  // the values, in memory
   const auto now = std::chrono::steady_clock::now();
   if (!first_push_) first_push_ = now;
   intervals_.pushed(rank, now);

@@ -78,7 +78,7 @@ void Reducer::disarm_destinations() {
 }
 
 // A bucket's flat f32 buffer, from the group's shared arena where it has one: the allreduce of
-// such buffers reads peers' buckets in place (three small exchanges instead of a ring of
+// such buffers reads peers' buckets in place (two small exchanges instead of a ring of
 // chunks, each of which needs both ranks' communication threads awake). Ordinary memory when
 // there is no arena or it is full.
 Tensor Reducer::bucket_buffer(size_t numel, bool* in_arena) {

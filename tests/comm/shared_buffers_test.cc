@@ -38,6 +38,8 @@ void check_every_dtype_and_op(int n, const std::vector<size_t>& counts) {
           SharedBuffer src = copy_to_arena(c, in);
           SharedBuffer dst = in_place ? SharedBuffer() : c.alloc_shared(in.size() + 1);
           void* out = in_place ? src.data() : dst.data();
+          // Peers write their segments straight into this output: never past its end.
+          if (!in_place) static_cast<char*>(dst.data())[in.size()] = 0x5a;
           allreduce(c, {.input = in_place ? nullptr : src.data(),
                         .output = out,
                         .count = count,
@@ -51,6 +53,7 @@ void check_every_dtype_and_op(int n, const std::vector<size_t>& counts) {
           // The input of an out-of-place call is left alone.
           if (!in_place) {
             ASSERT_EQ(std::memcmp(src.data(), in.data(), in.size()), 0);
+            ASSERT_EQ(static_cast<char*>(dst.data())[in.size()], 0x5a);
           }
         }
       }

@@ -32,24 +32,30 @@ std::vector<Offsets> exchange(Exec& ex, Offsets mine) {
 // Pieces small enough that the partial sum of more than two inputs stays in L2.
 constexpr size_t kPieceBytes = size_t{64} << 10;
 
-// out[lo, hi) = in_0 op in_1 op ... op in_{n-1} over those elements, left to right (then / n
-// for avg). Piece by piece, so that the partial sum of more than two inputs, and the sum that
-// avg divides, is still in L2 when it is next touched: one pass over memory, not two.
-void reduce_segment(Exec& ex, const std::vector<const char*>& ins, char* out, size_t lo,
-                    size_t hi) {
+// Every rank's out[lo, hi) = in_0 op in_1 op ... op in_{n-1} over those elements, left to right
+// (then / n for avg). Piece by piece: the sum is formed in this rank's own output (or, for
+// more than two inputs, in scratch that stays in L2) and then written to every peer's output
+// while it is still in cache, so each byte of the segment crosses to a peer once, as a write.
+// In place is safe: only this rank touches segment [lo, hi) of any buffer, and each piece is
+// read from every input before it is written anywhere.
+void reduce_segment_to_all(Exec& ex, const std::vector<const char*>& ins,
+                           const std::vector<char*>& outs, int self, size_t lo, size_t hi) {
   size_t elem = ex.elem(), n = ins.size();
   const auto& sig = ex.sig();
   bool avg = sig.reduce_op == ReduceOp::avg;
   size_t piece = std::max<size_t>(1, kPieceBytes / elem);
-  // Two inputs: out is this rank's own buffer or aliases one input exactly, so no staging.
+  char* own = outs[size_t(self)];
+  // Two inputs: the own output is this rank's buffer or aliases its input exactly.
   char* acc = n == 2 ? nullptr : ex.scratch(0, piece * elem);
   for (size_t a = lo; a < hi; a += piece) {
-    size_t m = std::min(piece, hi - a);
-    char* sum = n == 2 ? out + a * elem : acc;
-    ex.combine(sum, ins[0] + a * elem, ins[1] + a * elem, m);
-    for (size_t k = 2; k < n; ++k) ex.combine(sum, sum, ins[k] + a * elem, m);
+    size_t m = std::min(piece, hi - a), at = a * elem;
+    char* sum = n == 2 ? own + at : acc;
+    ex.combine(sum, ins[0] + at, ins[1] + at, m);
+    for (size_t k = 2; k < n; ++k) ex.combine(sum, sum, ins[k] + at, m);
     if (avg) divide_by(sig.dtype, sum, m, int(n));
-    if (sum != out + a * elem) std::memcpy(out + a * elem, sum, m * elem);
+    for (size_t k = 0; k < n; ++k) {
+      if (outs[k] + at != sum) std::memcpy(outs[k] + at, sum, m * elem);
+    }
   }
 }
 
@@ -70,21 +76,19 @@ void allreduce_shared_buffers(Exec& ex, const char* in, char* out, size_t count)
                     "-byte arena; is it another cohort version?");
   }
   std::vector<const char*> ins(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) ins[size_t(k)] = arena_of(k)->base() + offsets[size_t(k)].in;
+  std::vector<char*> outs(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) {
+    ins[size_t(k)] = arena_of(k)->base() + offsets[size_t(k)].in;
+    outs[size_t(k)] = arena_of(k)->base() + offsets[size_t(k)].out;
+  }
+  outs[size_t(r)] = out;
   Segments segs = Segments::even(count, n);
   size_t elem = ex.elem();
-  auto lo = [&](int k) { return segs.offset[size_t(k)]; };
-  auto hi = [&](int k) { return segs.offset[size_t(k)] + segs.length[size_t(k)]; };
-  reduce_segment(ex, ins, out, lo(r), hi(r));
-  exchange(ex, {});  // every segment is reduced
-  for (int k = 0; k < n; ++k) {
-    if (k == r || segs.length[size_t(k)] == 0) continue;
-    const char* theirs = arena_of(k)->base() + offsets[size_t(k)].out;
-    std::memcpy(out + lo(k) * elem, theirs + lo(k) * elem, (hi(k) - lo(k)) * elem);
-  }
-  exchange(ex, {});  // nobody reads a peer's output any more
-  // Traffic: this rank read n - 1 peers' inputs of its segment and every other segment's
-  // output; peers read the mirror image of ours.
+  reduce_segment_to_all(ex, ins, outs, r, segs.offset[size_t(r)],
+                        segs.offset[size_t(r)] + segs.length[size_t(r)]);
+  exchange(ex, {});  // every output is complete, and nobody reads an input any more
+  // Traffic, each way: this rank read n - 1 peers' inputs of its segment and wrote its segment
+  // into their outputs; peers read the rest of our input and wrote the rest of our output.
   const uint64_t mine = segs.length[size_t(r)] * elem, moved = (n - 1) * mine + (bytes - mine);
   ex.count_shared_traffic(moved, moved);
 }

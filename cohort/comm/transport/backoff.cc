@@ -1,5 +1,7 @@
 #include "cohort/comm/transport/backoff.h"
 
+#include "cohort/comm/transport/futex.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -29,7 +31,11 @@ inline void cpu_relax() {
 }  // namespace
 
 void Notifier::notify() {
-  gen_.fetch_add(1, std::memory_order_acq_rel);
+  gen_.fetch_add(1, std::memory_order_seq_cst);
+  if (std::atomic<uint32_t>* word = futex_.load(std::memory_order_seq_cst)) {
+    word->fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(word);
+  }
   if (waiters_.load(std::memory_order_acquire) > 0) {
     std::lock_guard<std::mutex> lock(mu_);  // orders with the waiter's check under mu_
     cv_.notify_all();

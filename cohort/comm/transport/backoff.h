@@ -40,13 +40,18 @@ class AdaptiveSpin {
 // A generation counter with a condition variable: waiters sleep until it moves.
 class Notifier {
  public:
-  uint64_t generation() const { return gen_.load(std::memory_order_acquire); }
+  uint64_t generation() const { return gen_.load(std::memory_order_seq_cst); }
   void notify();
   // Sleeps until the generation differs from `seen` or until `until`.
   void wait_until(uint64_t seen, std::chrono::steady_clock::time_point until);
+  // While set, notify() also rings this futex word: a thread asleep on a shared-memory
+  // doorbell (ShmPair::sleep_until_peer) wakes for local news too. Set it, then check the
+  // generation, then sleep; clear it after (nullptr).
+  void also_ring(std::atomic<uint32_t>* word) { futex_.store(word, std::memory_order_seq_cst); }
 
  private:
   std::atomic<uint64_t> gen_{0};
+  std::atomic<std::atomic<uint32_t>*> futex_{nullptr};
   std::atomic<int> waiters_{0};
   std::mutex mu_;  // only for the condition variable
   std::condition_variable cv_;

@@ -6,6 +6,13 @@
 #include "cohort/comm/transport/tcp/tcp_endpoint.h"
 
 namespace cohort::comm::transport {
+namespace {
+
+// The longest a background waiter sleeps on a doorbell before it polls again.
+constexpr auto kLongestBackgroundSleep = std::chrono::milliseconds(1);
+
+}  // namespace
+
 Context::Context(int rank, int size) : rank_(rank), size_(size) {}
 
 Context::~Context() {
@@ -105,11 +112,22 @@ void Context::wait(OpState& op, Deadline deadline) {
     if (moved) {
       backoff.reset();
     } else if (hint_ && hint_->sleep_between_polls()) {
-      backoff.pause_background(notifier_.get(), seen, deadline);
+      // In the background (DDP's buckets during backward) the waiter gives its core to the
+      // computation until the peer moves: woken by the pair's doorbell where it has one, not
+      // by timed polls that each cost a switch and find the peer's news up to 200 us late.
+      // Capped, so that peer liveness is still checked every few polls.
+      auto until = std::min(deadline, Clock::now() + kLongestBackgroundSleep);
+      if (!sleep_until_peer(op.peer, until, seen)) {
+        backoff.pause_background(notifier_.get(), seen, deadline);
+      }
     } else {
       backoff.pause(notifier_.get(), seen, !polled_.empty(), deadline);
     }
   }
+}
+
+bool Context::sleep_until_peer(int peer, Deadline until, uint64_t seen) {
+  return pair_for(peer, "sleep_until_peer").sleep_until_peer(until, notifier_.get(), seen);
 }
 
 void Context::wait_all(std::vector<Request>& requests, Deadline deadline) {

@@ -50,6 +50,13 @@ class Context {
   // Waits for every request (all are driven together, so no send can starve a recv).
   void wait_all(std::vector<Request>& requests, Deadline deadline);
 
+  // For a waiter with nothing to do in the background: sleeps until `peer` publishes progress
+  // on its pair, this context's notifier moves past `seen` (notifier_generation(), read before
+  // the last poll) or `until`; true. False at once where the pair has no doorbell (tcp): then
+  // the caller sleeps in timed steps (Backoff::pause_background).
+  bool sleep_until_peer(int peer, Deadline until, uint64_t seen);
+  uint64_t notifier_generation() const { return notifier_->generation(); }
+
   // How waits poll (see WaitHint); null: always hard.
   // Set before the first operation. The hint's waiters ring this context's notifier.
   void set_wait_hint(std::shared_ptr<WaitHint> hint) {

@@ -108,6 +108,7 @@ struct OpState {
 std::string what_of(const std::exception_ptr& e);
 
 class Context;
+class Notifier;  // backoff.h
 
 class Request {
  public:
@@ -145,6 +146,13 @@ class Pair {
   virtual void abort(std::exception_ptr why) = 0;
   // Orderly close: the peer's pending and later ops fail with IoError naming this rank.
   virtual void close() = 0;
+  // For a waiter with nothing to do in the background: sleeps until the peer publishes
+  // progress on this pair, `local` rings (Notifier::notify; its generation moved from `seen`)
+  // or `until`, and returns true; or returns false at once where the pair cannot (then the
+  // caller sleeps in timed steps). May make progress itself first.
+  virtual bool sleep_until_peer(Clock::time_point until, Notifier* local, uint64_t seen) {
+    return false;
+  }
 
  protected:
   // Completes or fails an op (the release store publishes its error).

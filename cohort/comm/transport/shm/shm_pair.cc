@@ -12,6 +12,8 @@
 #include <fstream>
 
 #include "cohort/comm/reduce.h"
+#include "cohort/comm/transport/backoff.h"
+#include "cohort/comm/transport/futex.h"
 #include "cohort/comm/transport/shm/shm_segment.h"
 #include "cohort/comm/transport/shm/single_copy.h"
 #include "cohort/core/logging.h"
@@ -179,7 +181,34 @@ void ShmPair::post(const std::shared_ptr<OpState>& op) {
 }
 
 bool ShmPair::progress() {
-  return advance(/*check_peer=*/true);
+  bool moved = advance(/*check_peer=*/true);
+  if (moved) ring_peer();
+  return moved;
+}
+
+void ShmPair::ring_peer() {
+  Doorbell& door = ctl_->door[1 - side_];
+  // Dekker with sleep_until_peer: our stores of progress before the load of `sleeping`, the
+  // sleeper's store of `sleeping` before its look at our progress. One of us sees the other.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (door.sleeping.load(std::memory_order_relaxed) == 0) return;
+  door.bell.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_all(&door.bell);
+}
+
+bool ShmPair::sleep_until_peer(Clock::time_point until, Notifier* local, uint64_t seen) {
+  if (broken_ || closed_ || !ctl_) return false;
+  Doorbell& door = ctl_->door[side_];
+  door.sleeping.store(1, std::memory_order_seq_cst);
+  if (local) local->also_ring(&door.bell);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint32_t bell = door.bell.load(std::memory_order_seq_cst);
+  // Whatever the peer published before it could see `sleeping` is found here instead.
+  const bool news = progress() || (local && local->generation() != seen);
+  if (!news) futex_wait(&door.bell, bell, until);
+  if (local) local->also_ring(nullptr);
+  door.sleeping.store(0, std::memory_order_relaxed);
+  return true;
 }
 
 bool ShmPair::advance(bool check) {
@@ -385,6 +414,7 @@ void ShmPair::break_pair(std::exception_ptr why) {
     std::memcpy(ctl_->reason[side_], reason.data(), n);
     ctl_->reason[side_][n] = 0;
     ctl_->closed[side_].store(1, std::memory_order_release);
+    ring_peer();
   }
 }
 
@@ -400,7 +430,10 @@ void ShmPair::close() {
         IoError(detail::str("shm transport: rank ", rank_, " closed its pair with rank ", peer(),
                             " with operations pending"))));
   }
-  if (ctl_) ctl_->closed[side_].store(1, std::memory_order_release);
+  if (ctl_) {
+    ctl_->closed[side_].store(1, std::memory_order_release);
+    ring_peer();
+  }
 }
 
 }  // namespace cohort::comm::transport

@@ -65,6 +65,7 @@ class ShmPair : public Pair {
   bool caller_driven() const override { return true; }
   void abort(std::exception_ptr why) override;
   void close() override;
+  bool sleep_until_peer(Clock::time_point until, Notifier* local, uint64_t seen) override;
 
  private:
   ShmPair(int rank, int peer, const DeviceOptions& dev);
@@ -85,6 +86,7 @@ class ShmPair : public Pair {
   size_t tx_free();
   void check_peer(OpState& op);  // fails op (and the pair) if the peer closed or died
   void break_pair(std::exception_ptr why);
+  void ring_peer();  // after publishing progress: wakes the peer if it sleeps (Doorbell)
 
   int rank_;
   int side_;  // 0: lower rank of the pair

@@ -21,6 +21,15 @@ struct RingControl {
   alignas(64) std::atomic<uint64_t> single_copy_read;
 };
 
+// Side d's doorbell: a futex word side d sleeps on while it waits in the background with
+// nothing to do (backoff.h, WaitHint), and `sleeping`, which says so. The other side rings it
+// after it published progress (head, tail, acknowledgements) or closed, but only when
+// `sleeping` is set, so a pair whose sides poll pays one fence and one load per progress.
+struct Doorbell {
+  alignas(64) std::atomic<uint32_t> bell;
+  std::atomic<uint32_t> sleeping;
+};
+
 enum SingleCopyAccess : uint32_t { kUnknown = 0, kCanRead = 1, kCannotRead = 2 };
 
 struct Control {
@@ -36,12 +45,13 @@ struct Control {
   // Whether side d can read side 1 - d's memory (SingleCopyAccess), set by side d's probe.
   std::atomic<uint32_t> can_read[2];
   RingControl ring[2];
+  Doorbell door[2];
   // Why a side broke the pair (written before closed[side]); empty for an orderly close.
   char reason[2][1024];
 };
 
 constexpr uint64_t kSegmentMagic = 0x636f686f72747368ull;  // "cohortsh"
-constexpr uint32_t kSegmentVersion = 2;
+constexpr uint32_t kSegmentVersion = 3;
 constexpr uint32_t kFrameMagic = 0xc0de5a11u;
 constexpr size_t kControlBytes = 4096;
 constexpr auto kLivenessInterval = std::chrono::milliseconds(10);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Allreduce busbw and latency, cohort vs Open MPI vs PyTorch gloo, measured side by side in the
 # same run (float32 sum, one host), and the zero-copy limit of the machine (bench/shm_limit.cc:
-# every input already in one shared mapping, reduce-scatter + allgather with no staging copy).
+# every input already in one shared mapping; each rank reduces its segment and writes it into
+# every output, with no staging copy).
 #
 # For each rank count and repeat, runs one full size sweep of each tool in turn (cohort over
 # shared memory, Open MPI's MPI_Allreduce with `--mca btl self,vader`, gloo over loopback), so

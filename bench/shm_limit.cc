@@ -1,12 +1,14 @@
 // The zero-copy limit of an allreduce on one host: what N processes achieve when every input
 // and output already lies in one shared mapping, so nothing is staged or copied twice. Rank r
-// sums segment r of all N inputs (fixed order) into its output, all ranks meet, then each
-// copies the other segments straight from their owners' outputs, and all ranks meet again (so
-// no buffer is rewritten while a peer still reads it). Out of place by default, like the
-// allreduce the bench times; `--in-place 1` reduces into the inputs (one stream fewer). This is the
-// reduce-scatter + allgather that a transport with registered (shared) buffers could do;
-// bench/run_collectives_bench.sh prints cohort's busbw as a share of it. Same columns as `cohort
-// bench collectives` (time: median over iterations as seen by rank 0; busbw = algbw * 2(n-1)/n).
+// sums segment r of all N inputs (fixed order) into its output piece by piece and writes each
+// piece into every other rank's output while it is in cache; then all ranks meet (so no buffer
+// is rewritten while a peer still reads it). Each byte of a segment crosses to a peer once.
+// Out of place by default, like the allreduce the bench times; `--in-place 1` reduces into the
+// inputs. (Until 2026-11-24 the probe was reduce-scatter + allgather: each rank copied the other
+// segments out of their owners' outputs after a second meeting. cohort's allreduce then beat
+// it by 1.3-2x at 256 KiB-2 MiB on 2 ranks, so it was no limit.) bench/run_collectives_bench.sh
+// prints cohort's busbw as a share of it. Same columns as `cohort bench collectives` (time:
+// median over iterations as seen by rank 0; busbw = algbw * 2(n-1)/n).
 //
 //   build/bin/shm_limit [-n 2] [--sizes 4K:64M] [--iters 20] [--warmup 5] [--in-place 0|1]
 #include <sched.h>
@@ -64,19 +66,20 @@ void one_allreduce(float* const* ins, float* const* outs, size_t count, int n, i
   size_t lo = seg_begin(count, n, r), hi = seg_begin(count, n, r + 1);
   float* mine = outs[r];
   b.wait(n);  // every input is ready
-  if (ins[r] != mine) std::memcpy(mine + lo, ins[0] + lo, (hi - lo) * sizeof(float));
-  for (int k = ins[r] != mine ? 1 : 0; k < n; ++k) {
-    if (k == r && ins[r] == mine) continue;
-    const float* other = ins[k];
-    for (size_t i = lo; i < hi; ++i) mine[i] += other[i];
+  // Rank r's segment, in pieces that stay in L2: summed into its own output (rank order, as
+  // the timed allreduce), then written into every other output while still in cache.
+  constexpr size_t kPiece = 16384;  // floats: 64 KiB
+  for (size_t a = lo; a < hi; a += kPiece) {
+    size_t z = std::min(hi, a + kPiece);
+    for (size_t i = a; i < z; ++i) mine[i] = ins[0][i] + ins[1][i];
+    for (int k = 2; k < n; ++k) {
+      for (size_t i = a; i < z; ++i) mine[i] += ins[k][i];
+    }
+    for (int k = 0; k < n; ++k) {
+      if (k != r) std::memcpy(outs[k] + a, mine + a, (z - a) * sizeof(float));
+    }
   }
-  b.wait(n);  // every segment is reduced
-  for (int k = 0; k < n; ++k) {
-    if (k == r) continue;
-    size_t a = seg_begin(count, n, k), z = seg_begin(count, n, k + 1);
-    std::memcpy(mine + a, outs[k] + a, (z - a) * sizeof(float));
-  }
-  b.wait(n);  // nobody reads a peer's buffer any more
+  b.wait(n);  // every output is complete, and nobody reads an input any more
 }
 
 void rank_sweep(const bench::SweepArgs& a, int r, char* arena, Shared& sh) {

@@ -181,9 +181,7 @@ void ShmPair::post(const std::shared_ptr<OpState>& op) {
 }
 
 bool ShmPair::progress() {
-  bool moved = advance(/*check_peer=*/true);
-  if (moved) ring_peer();
-  return moved;
+  return advance(/*check_peer=*/true);
 }
 
 void ShmPair::ring_peer() {
@@ -234,6 +232,7 @@ bool ShmPair::advance(bool check) {
   }
   if (moved) {
     idle_polls_ = 0;
+    ring_peer();
   } else if (check && (!sends_.empty() || !recvs_.empty() || !awaiting_ack_.empty())) {
     check_peer(!recvs_.empty()   ? *recvs_.front()
                : !sends_.empty() ? *sends_.front()

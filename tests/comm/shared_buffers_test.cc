@@ -4,6 +4,10 @@
 // lifetime; and the errors a user can run into.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
 #include "cohort/comm/transport/shm/shm_arena.h"
 #include "cohort/rendezvous/hash_store.h"
 #include "tests/comm/collective_util.h"
@@ -94,6 +98,35 @@ TEST(SharedBuffers, AutoPicksItForArenaBuffersOnlyAndResultsAreBitIdenticalAcros
     for (size_t i = 0; i < count; i += 997) EXPECT_NEAR(x[i], heap[i], 1e-5) << i;
   });
   for (int r = 1; r < n; ++r) EXPECT_EQ(results[size_t(r)], results[0]) << "rank " << r;
+}
+
+// Peers write their results straight into this rank's buffer: a rank whose call failed (here a
+// timeout) has its buffer back, and a peer that arrives later must not write into it. The late
+// peer fails instead, naming the rank that left.
+TEST(SharedBuffers, ALatePeerNeverWritesIntoTheBufferOfARankThatGaveUp) {
+  constexpr size_t kCount = 65536;
+  std::atomic<bool> given_up{false};
+  with_comms(2, arena_options(), [&](Communicator& c) {
+    SharedBuffer buf = c.alloc_shared(kCount * sizeof(float));
+    ASSERT_TRUE(buf);
+    auto* x = static_cast<float*>(buf.data());
+    std::fill(x, x + kCount, float(c.rank() + 1));
+    AllreduceOptions o{.output = x, .count = kCount};
+    o.algorithm = Algorithm::kSharedBuffers;
+    o.timeout = std::chrono::milliseconds(300);
+    if (c.rank() == 1) {
+      EXPECT_THROW(allreduce(c, o), Timeout);
+      std::fill(x, x + kCount, 7.0f);  // the user's again
+      given_up = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0 tries meanwhile
+      EXPECT_EQ(std::count(x, x + kCount, 7.0f), ptrdiff_t(kCount));
+      return;
+    }
+    while (!given_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    o.timeout = std::chrono::seconds(5);
+    std::string msg = error_of<IoError>([&] { allreduce(c, o); });
+    EXPECT_NE(msg.find("rank 1 left the call"), std::string::npos) << msg;
+  });
 }
 
 TEST(SharedBuffers, NoArenaOverTcpAndAnExplicitRequestIsAClearError) {

@@ -82,6 +82,7 @@ class Exec {
   // The shared arenas (transport/shm/shm_arena.h): this rank's and a peer's as mapped here.
   const transport::ShmArena* own_arena() const { return ctx_.arena().get(); }
   const transport::ShmArena* peer_arena(int peer) const { return ctx_.peer_arena(real(peer)); }
+  bool peer_left(int peer) const { return ctx_.peer_left(real(peer)); }
   // Counts bytes that moved through shared memory without a message (read straight out of a
   // peer's arena, and of ours by peers) in the traffic metrics, beside the transport's.
   void count_shared_traffic(uint64_t read_from_peers, uint64_t read_by_peers) {

@@ -54,7 +54,15 @@ void reduce_segment_to_all(Exec& ex, const std::vector<const char*>& ins,
     for (size_t k = 2; k < n; ++k) ex.combine(sum, sum, ins[k] + at, m);
     if (avg) divide_by(sig.dtype, sum, m, int(n));
     for (size_t k = 0; k < n; ++k) {
-      if (outs[k] + at != sum) std::memcpy(outs[k] + at, sum, m * elem);
+      if (outs[k] + at == sum) continue;
+      // A peer whose call failed (a timeout) has returned and may use its buffer again: never
+      // write into it. (It can still leave between this look and the copy; it failed at its
+      // deadline, so this rank came that late.)
+      COHORT_CHECK_IO(int(k) == self || !ex.peer_left(int(k)), "allreduce (shared buffers): rank ",
+                      k, " left the call (its side failed or closed) before rank ", self,
+                      " wrote its segment into rank ", k, "'s buffer; check rank ", k,
+                      "'s log for why");
+      std::memcpy(outs[k] + at, sum, m * elem);
     }
   }
 }

@@ -32,14 +32,26 @@ inline void cpu_relax() {
 
 void Notifier::notify() {
   gen_.fetch_add(1, std::memory_order_seq_cst);
-  if (std::atomic<uint32_t>* word = futex_.load(std::memory_order_seq_cst)) {
-    word->fetch_add(1, std::memory_order_seq_cst);
-    futex_wake_all(word);
+  if (futex_.load(std::memory_order_seq_cst) != nullptr) {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    if (std::atomic<uint32_t>* word = futex_.load(std::memory_order_seq_cst)) {
+      word->fetch_add(1, std::memory_order_seq_cst);
+      futex_wake_all(word);
+    }
   }
   if (waiters_.load(std::memory_order_acquire) > 0) {
     std::lock_guard<std::mutex> lock(mu_);  // orders with the waiter's check under mu_
     cv_.notify_all();
   }
+}
+
+void Notifier::also_ring(std::atomic<uint32_t>* word) {
+  if (word != nullptr) {
+    futex_.store(word, std::memory_order_seq_cst);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  futex_.store(nullptr, std::memory_order_seq_cst);
 }
 
 void Notifier::wait_until(uint64_t seen, steady_clock::time_point until) {

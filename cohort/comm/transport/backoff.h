@@ -47,11 +47,15 @@ class Notifier {
   // While set, notify() also rings this futex word: a thread asleep on a shared-memory
   // doorbell (ShmPair::sleep_until_peer) wakes for local news too. Set it, then check the
   // generation, then sleep; clear it after (nullptr).
-  void also_ring(std::atomic<uint32_t>* word) { futex_.store(word, std::memory_order_seq_cst); }
+  // Clearing waits for a notify() that is ringing the word, so that the memory (a shared
+  // segment) may be unmapped once it returns. One sleeper at a time (a Context is driven by one
+  // thread at a time).
+  void also_ring(std::atomic<uint32_t>* word);
 
  private:
   std::atomic<uint64_t> gen_{0};
   std::atomic<std::atomic<uint32_t>*> futex_{nullptr};
+  std::mutex ring_mu_;  // held while notify() rings futex_, and while also_ring clears it
   std::atomic<int> waiters_{0};
   std::mutex mu_;  // only for the condition variable
   std::condition_variable cv_;

@@ -56,6 +56,10 @@ class Context {
   // the caller sleeps in timed steps (Backoff::pause_background).
   bool sleep_until_peer(int peer, Deadline until, uint64_t seen);
   uint64_t notifier_generation() const { return notifier_->generation(); }
+  // Whether `peer` is known to have left this context (Pair::peer_left).
+  bool peer_left(int peer) const {
+    return pairs_[size_t(peer)] && pairs_[size_t(peer)]->peer_left();
+  }
 
   // How waits poll (see WaitHint); null: always hard.
   // Set before the first operation. The hint's waiters ring this context's notifier.

@@ -153,6 +153,9 @@ class Pair {
   virtual bool sleep_until_peer(Clock::time_point until, Notifier* local, uint64_t seen) {
     return false;
   }
+  // Whether the peer is known to have left: it closed or broke the pair (its call failed), or
+  // this side broke it. False where the pair cannot tell without a message (tcp).
+  virtual bool peer_left() const { return false; }
 
  protected:
   // Completes or fails an op (the release store publishes its error).

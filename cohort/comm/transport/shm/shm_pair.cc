@@ -194,6 +194,10 @@ void ShmPair::ring_peer() {
   futex_wake_all(&door.bell);
 }
 
+bool ShmPair::peer_left() const {
+  return broken_ || !ctl_ || ctl_->closed[1 - side_].load(std::memory_order_acquire) != 0;
+}
+
 bool ShmPair::sleep_until_peer(Clock::time_point until, Notifier* local, uint64_t seen) {
   if (broken_ || closed_ || !ctl_) return false;
   Doorbell& door = ctl_->door[side_];

@@ -66,6 +66,7 @@ class ShmPair : public Pair {
   void abort(std::exception_ptr why) override;
   void close() override;
   bool sleep_until_peer(Clock::time_point until, Notifier* local, uint64_t seen) override;
+  bool peer_left() const override;
 
  private:
   ShmPair(int rank, int peer, const DeviceOptions& dev);

@@ -133,5 +133,35 @@ TEST(ReduceKernel, DivideByFinishesAnAverage) {
   EXPECT_THROW(divide_by(DType::f32, buf.data(), 1, 0), InvalidArgument);
 }
 
+// The vectorised divide (a multiply by the reciprocal for powers of two) must round exactly as a
+// scalar division does, subnormal results included, or an avg would differ across algorithms.
+TEST(ReduceKernel, DivideByMatchesScalarDivisionBitForBit) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> mantissa(-100.0f, 100.0f);
+  const size_t n = 1003;
+  for (DType t : kAllDTypes) {
+    bool integer = t == DType::i32 || t == DType::i64 || t == DType::u8;
+    std::vector<char> values(n * dtype_size(t));
+    for (size_t i = 0; i < n; ++i) {
+      double x = mantissa(rng);
+      if (i % 7 == 0) x *= 1e-39;  // subnormal in f32 (and its quotients in f16 / bf16 too)
+      if (integer) x = std::round(t == DType::u8 ? std::abs(x) : x);
+      put(t, values.data(), i, x);
+    }
+    for (int divisor : {1, 2, 3, 4, 7, 8, 64}) {
+      std::vector<char> want = values, got = values;
+      for (size_t i = 0; i < n; ++i) {
+        double x = get(t, values.data(), i);
+        double q = t == DType::f64 ? x / double(divisor)
+                   : integer       ? double(int64_t(x) / divisor)
+                                   : double(float(x) / float(divisor));
+        put(t, want.data(), i, q);
+      }
+      divide_by(t, got.data(), n, divisor);
+      EXPECT_EQ(compare(t, got.data(), want.data(), n), "") << dtype_name(t) << " / " << divisor;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cohort::comm

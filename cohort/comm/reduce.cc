@@ -151,7 +151,8 @@ COMM_INLINE void divide_loop(void* buf, size_t n, int divisor) {
       for (size_t i = 0; i < n; ++i) p[i] /= d;
     }
   } else {
-    for (size_t i = 0; i < n; ++i) p[i] = T(p[i] / T(divisor));
+    // In 64 bits: T(divisor) would wrap for a u8 (256 ranks: a division by zero).
+    for (size_t i = 0; i < n; ++i) p[i] = T(int64_t(p[i]) / int64_t(divisor));
   }
 }
 

@@ -133,6 +133,24 @@ TEST(ReduceKernel, DivideByFinishesAnAverage) {
   EXPECT_THROW(divide_by(DType::f32, buf.data(), 1, 0), InvalidArgument);
 }
 
+// An integer avg over more ranks than its type holds (u8 over 256 or 300 ranks) divides by the
+// world size, not by the size wrapped to the type (0: a crash; 44: a wrong mean).
+TEST(ReduceKernel, IntegerDivideByAWorldLargerThanTheType) {
+  std::vector<char> buf(16);
+  put(DType::u8, buf.data(), 0, 255);
+  divide_by(DType::u8, buf.data(), 1, 256);
+  EXPECT_EQ(get(DType::u8, buf.data(), 0), 0);
+  put(DType::u8, buf.data(), 0, 200);
+  divide_by(DType::u8, buf.data(), 1, 300);
+  EXPECT_EQ(get(DType::u8, buf.data(), 0), 0);
+  put(DType::u8, buf.data(), 0, 250);
+  divide_by(DType::u8, buf.data(), 1, 5);
+  EXPECT_EQ(get(DType::u8, buf.data(), 0), 50);
+  put(DType::i32, buf.data(), 0, -70000);
+  divide_by(DType::i32, buf.data(), 1, 70000);
+  EXPECT_EQ(get(DType::i32, buf.data(), 0), -1);
+}
+
 // The vectorised divide (a multiply by the reciprocal for powers of two) must round exactly as a
 // scalar division does, subnormal results included, or an avg would differ across algorithms.
 TEST(ReduceKernel, DivideByMatchesScalarDivisionBitForBit) {

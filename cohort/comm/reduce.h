@@ -19,4 +19,10 @@ void reduce(DType dtype, ReduceOp op, void* dst, const void* lhs, const void* rh
 // buf[i] /= divisor (integer division toward zero for integer types). Finishes an avg.
 void divide_by(DType dtype, void* buf, size_t count, int divisor);
 
+// dst[i] = copy[i] = lhs[i] op rhs[i], then / divisor for avg (divisor is ignored otherwise):
+// bit for bit what reduce() then divide_by() then a copy give, in one pass. Each of dst and
+// copy may alias lhs or rhs exactly; dst and copy must not overlap each other.
+void reduce_into_two(DType dtype, ReduceOp op, void* dst, void* copy, const void* lhs,
+                     const void* rhs, size_t count, int divisor);
+
 }  // namespace cohort::comm

@@ -181,5 +181,47 @@ TEST(ReduceKernel, DivideByMatchesScalarDivisionBitForBit) {
   }
 }
 
+// The two-rank allreduce's one-pass kernel must give, in both outputs, exactly what the
+// three passes it replaced give (reduce, divide_by for avg, a copy), also when an output
+// aliases an input, as the in-place allreduce has it.
+TEST(ReduceKernel, ReduceIntoTwoMatchesReduceThenDivideThenCopy) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-100.0f, 100.0f);
+  for (DType t : kAllDTypes) {
+    bool integer = t == DType::i32 || t == DType::i64 || t == DType::u8;
+    for (size_t n : {size_t(1), size_t(15), size_t(1003)}) {
+      std::vector<char> a(n * dtype_size(t)), b(a.size());
+      for (size_t i = 0; i < n; ++i) {
+        double x = dist(rng), y = dist(rng);
+        if (i % 5 == 0 && !integer) x *= 1e-38;  // near-subnormal sums and quotients
+        if (integer) x = std::round(std::abs(x)), y = std::round(std::abs(y));
+        put(t, a.data(), i, x);
+        put(t, b.data(), i, y);
+      }
+      for (ReduceOp op : kAllOps) {
+        for (int divisor : {1, 2, 3, 8}) {
+          std::vector<char> want(a.size());
+          reduce(t, op, want.data(), a.data(), b.data(), n);
+          if (op == ReduceOp::avg) divide_by(t, want.data(), n, divisor);
+          std::string what = std::string(dtype_name(t)) + " " + reduce_op_name(op) + " / " +
+                             std::to_string(divisor) + ", n " + std::to_string(n);
+          std::vector<char> x(a.size()), y(a.size());
+          reduce_into_two(t, op, x.data(), y.data(), a.data(), b.data(), n, divisor);
+          EXPECT_EQ(compare(t, x.data(), want.data(), n), "") << what;
+          EXPECT_EQ(compare(t, y.data(), want.data(), n), "") << what << " (copy)";
+          std::vector<char> in_a = a, in_b = b;  // dst is lhs, copy is rhs
+          reduce_into_two(t, op, in_a.data(), in_b.data(), in_a.data(), in_b.data(), n, divisor);
+          EXPECT_EQ(compare(t, in_a.data(), want.data(), n), "") << what << " in place";
+          EXPECT_EQ(compare(t, in_b.data(), want.data(), n), "") << what << " in place (copy)";
+        }
+      }
+    }
+  }
+  std::vector<char> buf(8);
+  EXPECT_THROW(reduce_into_two(DType::f32, ReduceOp::avg, buf.data(), buf.data() + 4, buf.data(),
+                               buf.data(), 1, 0),
+               InvalidArgument);
+}
+
 }  // namespace
 }  // namespace cohort::comm

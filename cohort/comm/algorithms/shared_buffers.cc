@@ -45,6 +45,27 @@ void reduce_segment_to_all(Exec& ex, const std::vector<const char*>& ins,
   bool avg = sig.reduce_op == ReduceOp::avg;
   size_t piece = std::max<size_t>(1, kPieceBytes / elem);
   char* own = outs[size_t(self)];
+  // A peer whose call failed (a timeout) has returned and may use its buffer again: never
+  // write into it. (It can still leave between this look and the write; it failed at its
+  // deadline, so this rank came that late.)
+  auto check_present = [&](size_t k) {
+    COHORT_CHECK_IO(int(k) == self || !ex.peer_left(int(k)), "allreduce (shared buffers): rank ", k,
+                    " left the call (its side failed or closed) before rank ", self,
+                    " wrote its segment into rank ", k, "'s buffer; check rank ", k,
+                    "'s log for why");
+  };
+  if (n == 2 && (sig.reduce_op == ReduceOp::sum || avg)) {
+    // Two ranks: sum, divide and write both outputs in one pass (the own output is this rank's
+    // buffer or aliases its input exactly).
+    char* other = outs[size_t(1 - self)];
+    for (size_t a = lo; a < hi; a += piece) {
+      size_t m = std::min(piece, hi - a), at = a * elem;
+      check_present(size_t(1 - self));
+      reduce_into_two(sig.dtype, sig.reduce_op, own + at, other + at, ins[0] + at, ins[1] + at, m,
+                      2);
+    }
+    return;
+  }
   // Two inputs: the own output is this rank's buffer or aliases its input exactly.
   char* acc = n == 2 ? nullptr : ex.scratch(0, piece * elem);
   for (size_t a = lo; a < hi; a += piece) {
@@ -55,13 +76,7 @@ void reduce_segment_to_all(Exec& ex, const std::vector<const char*>& ins,
     if (avg) divide_by(sig.dtype, sum, m, int(n));
     for (size_t k = 0; k < n; ++k) {
       if (outs[k] + at == sum) continue;
-      // A peer whose call failed (a timeout) has returned and may use its buffer again: never
-      // write into it. (It can still leave between this look and the copy; it failed at its
-      // deadline, so this rank came that late.)
-      COHORT_CHECK_IO(int(k) == self || !ex.peer_left(int(k)), "allreduce (shared buffers): rank ",
-                      k, " left the call (its side failed or closed) before rank ", self,
-                      " wrote its segment into rank ", k, "'s buffer; check rank ", k,
-                      "'s log for why");
+      check_present(k);
       std::memcpy(outs[k] + at, sum, m * elem);
     }
   }

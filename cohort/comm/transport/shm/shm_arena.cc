@@ -114,7 +114,7 @@ void* ShmArena::allocate(size_t bytes) {
   }
   throw IoError(detail::str("shm arena of rank ", owner_, " is full: ", bytes, " bytes requested, ",
                             bytes_ - bytes_in_use_locked(), " of ", bytes_,
-                            " free (raise DeviceOptions::shm_arena_bytes / comm.shm_arena_mb)"));
+                            " free (raise DeviceOptions::shm_arena_bytes)"));
 }
 
 void ShmArena::release(void* p) {

@@ -198,8 +198,10 @@ COMM_INLINE T divided(T t, int divisor) {
   }
 }
 
-// kDivide: 0 none (not avg), 1 multiply by the reciprocal (power of two), 2 divide.
-template <typename T, typename Op, int kDivide>
+// How loop_into_two() finishes each value: as it is (not avg), or as divide_loop() does.
+enum class Finish { kNone, kMultiplyByReciprocal, kDivide };
+
+template <typename T, typename Op, Finish kFinish>
 COMM_INLINE void loop_into_two(void* dst, void* copy, const void* lhs, const void* rhs, size_t n,
                                int divisor) {
   T* x = static_cast<T*>(dst);
@@ -207,7 +209,9 @@ COMM_INLINE void loop_into_two(void* dst, void* copy, const void* lhs, const voi
   const T* b = static_cast<const T*>(rhs);
   for (size_t i = 0; i < n; ++i) {
     T t = rounded<T>(Op::apply(load(a + i), load(b + i)));
-    if constexpr (kDivide != 0) t = divided<T, kDivide == 1>(t, divisor);
+    if constexpr (kFinish != Finish::kNone) {
+      t = divided<T, kFinish == Finish::kMultiplyByReciprocal>(t, divisor);
+    }
     x[i] = t;
   }
   std::memcpy(copy, dst, n * sizeof(T));
@@ -218,14 +222,14 @@ using TwoKernel = void (*)(void*, void*, const void*, const void*, size_t, int);
 #define COMM_DEFINE_INTO_TWO(T, name)                                                         \
   COMM_SIMD_CLONES void name##_sum2(void* x, void* y, const void* a, const void* b, size_t n, \
                                     int) {                                                    \
-    loop_into_two<T, Sum, 0>(x, y, a, b, n, 1);                                               \
+    loop_into_two<T, Sum, Finish::kNone>(x, y, a, b, n, 1);                                   \
   }                                                                                           \
   COMM_SIMD_CLONES void name##_avg2(void* x, void* y, const void* a, const void* b, size_t n, \
                                     int d) {                                                  \
     if ((d & (d - 1)) == 0) {                                                                 \
-      loop_into_two<T, Sum, 1>(x, y, a, b, n, d);                                             \
+      loop_into_two<T, Sum, Finish::kMultiplyByReciprocal>(x, y, a, b, n, d);                 \
     } else {                                                                                  \
-      loop_into_two<T, Sum, 2>(x, y, a, b, n, d);                                             \
+      loop_into_two<T, Sum, Finish::kDivide>(x, y, a, b, n, d);                               \
     }                                                                                         \
   }                                                                                           \
   constexpr TwoKernel name##_into_two[2] = {name##_sum2, name##_avg2};

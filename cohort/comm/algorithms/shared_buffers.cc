@@ -33,18 +33,17 @@ std::vector<Offsets> exchange(Exec& ex, Offsets mine) {
 constexpr size_t kPieceBytes = size_t{64} << 10;
 
 // Every rank's out[lo, hi) = in_0 op in_1 op ... op in_{n-1} over those elements, left to right
-// (then / n for avg). Piece by piece: the sum is formed in this rank's own output (or, for
-// more than two inputs, in scratch that stays in L2) and then written to every peer's output
-// while it is still in cache, so each byte of the segment crosses to a peer once, as a write.
-// In place is safe: only this rank touches segment [lo, hi) of any buffer, and each piece is
-// read from every input before it is written anywhere.
+// (then / n for avg). Piece by piece: the result is formed in this rank's own output (two
+// inputs, one pass: reduce_into_two) or in scratch that stays in L2 (more inputs), and then
+// copied to every other output while it is still in cache, so each byte of the segment
+// crosses to a peer once, as a write. In place is safe: only this rank touches segment
+// [lo, hi) of any buffer, and each piece is read from every input before it is written
+// anywhere.
 void reduce_segment_to_all(Exec& ex, const std::vector<const char*>& ins,
                            const std::vector<char*>& outs, int self, size_t lo, size_t hi) {
   size_t elem = ex.elem(), n = ins.size();
   const auto& sig = ex.sig();
-  bool avg = sig.reduce_op == ReduceOp::avg;
   size_t piece = std::max<size_t>(1, kPieceBytes / elem);
-  char* own = outs[size_t(self)];
   // A peer whose call failed (a timeout) has returned and may use its buffer again: never
   // write into it. (It can still leave between this look and the write; it failed at its
   // deadline, so this rank came that late.)
@@ -54,30 +53,25 @@ void reduce_segment_to_all(Exec& ex, const std::vector<const char*>& ins,
                     " wrote its segment into rank ", k, "'s buffer; check rank ", k,
                     "'s log for why");
   };
-  if (n == 2 && (sig.reduce_op == ReduceOp::sum || avg)) {
-    // Two ranks: sum, divide and write both outputs in one pass (the own output is this rank's
-    // buffer or aliases its input exactly).
-    char* other = outs[size_t(1 - self)];
+  if (n == 2) {
+    char *own = outs[size_t(self)], *other = outs[size_t(1 - self)];
     for (size_t a = lo; a < hi; a += piece) {
       size_t m = std::min(piece, hi - a), at = a * elem;
       check_present(size_t(1 - self));
       reduce_into_two(sig.dtype, sig.reduce_op, own + at, other + at, ins[0] + at, ins[1] + at, m,
-                      2);
+                      int(n));
     }
     return;
   }
-  // Two inputs: the own output is this rank's buffer or aliases its input exactly.
-  char* acc = n == 2 ? nullptr : ex.scratch(0, piece * elem);
+  char* acc = ex.scratch(0, piece * elem);
   for (size_t a = lo; a < hi; a += piece) {
     size_t m = std::min(piece, hi - a), at = a * elem;
-    char* sum = n == 2 ? own + at : acc;
-    ex.combine(sum, ins[0] + at, ins[1] + at, m);
-    for (size_t k = 2; k < n; ++k) ex.combine(sum, sum, ins[k] + at, m);
-    if (avg) divide_by(sig.dtype, sum, m, int(n));
+    ex.combine(acc, ins[0] + at, ins[1] + at, m);
+    for (size_t k = 2; k < n; ++k) ex.combine(acc, acc, ins[k] + at, m);
+    if (sig.reduce_op == ReduceOp::avg) divide_by(sig.dtype, acc, m, int(n));
     for (size_t k = 0; k < n; ++k) {
-      if (outs[k] + at == sum) continue;
       check_present(k);
-      std::memcpy(outs[k] + at, sum, m * elem);
+      std::memcpy(outs[k] + at, acc, m * elem);
     }
   }
 }

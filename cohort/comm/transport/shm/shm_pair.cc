@@ -203,13 +203,21 @@ bool ShmPair::sleep_until_peer(Clock::time_point until, Notifier* local, uint64_
   Doorbell& door = ctl_->door[side_];
   door.sleeping.store(1, std::memory_order_seq_cst);
   if (local) local->also_ring(&door.bell);
+  // Undone on every way out: `local` must not keep ringing a word in a segment that may be
+  // unmapped after this returns (or throws).
+  struct Awake {
+    Doorbell& door;
+    Notifier* local;
+    ~Awake() {
+      if (local) local->also_ring(nullptr);
+      door.sleeping.store(0, std::memory_order_relaxed);
+    }
+  } awake{door, local};
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const uint32_t bell = door.bell.load(std::memory_order_seq_cst);
   // Whatever the peer published before it could see `sleeping` is found here instead.
   const bool news = progress() || (local && local->generation() != seen);
   if (!news) futex_wait(&door.bell, bell, until);
-  if (local) local->also_ring(nullptr);
-  door.sleeping.store(0, std::memory_order_relaxed);
   return true;
 }
 

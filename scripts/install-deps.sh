@@ -25,7 +25,8 @@ done
 # report tests render a page to PNG with it (tests/report/report_screenshot_test.cc), and the
 # dashboard test reads the live page with it (tests/e2e/dashboard_e2e_test.cc).
 # libcpp-httplib-dev: the dashboard's HTTP server (cohort/monitor); python3-prometheus-client:
-# the reference parser that reads /metrics back in tests/monitor.
+# the reference parser that reads /metrics back in tests/monitor. python3-pytest: the docs test
+# (tests/docs: every code block of README.md and docs/ compiled, parsed or run).
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libssl-dev
@@ -35,6 +36,7 @@ PACKAGES=(
   dataset-fashion-mnist bible-kjv-text bible-kjv
   iproute2 procps
   libjs-chart.js chromium-headless-shell libcpp-httplib-dev python3-prometheus-client
+  python3-pytest
 )
 # The benchmark peer (never a dependency of cohort itself); skipped with COHORT_NO_PEERS=1.
 if [ "${COHORT_NO_PEERS:-0}" != "1" ] && [ "$with_peers" = 1 ]; then

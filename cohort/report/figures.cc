@@ -1,7 +1,10 @@
 #include "cohort/report/figures.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+
+#include "cohort/core/error.h"
 
 namespace cohort::report {
 namespace {
@@ -208,6 +211,7 @@ json run_figures(const RunData& run, const FigureOptions& o) {
   json f{{"name", run.name},
          {"dir", run.dir},
          {"workers", run.workers()},
+         {"threads", number_or_null(start, "threads")},
          {"strategy", run.strategy},
          {"model", start.is_object() ? start.value("model", "") : ""},
          {"parameters", number_or_null(start, "parameters")},
@@ -223,31 +227,96 @@ json run_figures(const RunData& run, const FigureOptions& o) {
   return f;
 }
 
+namespace {
+
+std::string plural(int64_t n, const char* one) {
+  return detail::str(n, " ", one, n == 1 ? "" : "s");
+}
+
+// A scaling row with what the run spent its samples/s on: workers x threads = cores (null
+// threads and cores for runs whose start record predates "threads").
+json scaling_row(const json& f) {
+  json threads = f["threads"];
+  json cores = threads.is_number() ? json(f["workers"].get<int64_t>() * threads.get<int64_t>())
+                                   : json(nullptr);
+  return {{"run", f["name"]},
+          {"workers", f["workers"]},
+          {"threads", threads},
+          {"cores", cores},
+          {"samples_per_s", f["summary"]["samples_per_s"]},
+          {"baseline", nullptr},
+          {"baseline_threads", nullptr},
+          {"efficiency", nullptr},
+          {"efficiency_per_core", nullptr},
+          {"note", ""}};
+}
+
+// "2 workers x 1 thread = 2 cores".
+std::string resources(const json& row) {
+  std::string s = plural(row["workers"].get<int64_t>(), "worker");
+  if (!row["threads"].is_number()) return s + " (threads not recorded)";
+  return detail::str(s, " x ", plural(row["threads"].get<int64_t>(), "thread"), " = ",
+                     plural(row["cores"].get<int64_t>(), "core"));
+}
+
+// The 1-worker run to compare `row` with, among those of the same model: the first with the
+// row's threads per worker, else the first at all (compare() then warns).
+const json* pick_baseline(const json& row, const std::vector<json>& ones) {
+  for (const json& b : ones)
+    if (b["threads"] == row["threads"]) return &b;
+  return ones.empty() ? nullptr : &ones.front();
+}
+
+// Fills row's baseline fields against the 1-worker row b. The per-worker efficiency assumes
+// each worker brings what the 1-worker run had; when threads per worker differ it does not
+// (a 2-thread worker against 1-thread workers), so a warning names both runs' resources and
+// the per-core figure, which divides each run's samples/s by the cores it used.
+void compare(json& row, const json& b, std::vector<std::string>* warnings) {
+  double one = b["samples_per_s"].get<double>(), sps = row["samples_per_s"].get<double>();
+  row["baseline"] = b["run"];
+  row["baseline_threads"] = b["threads"];
+  row["efficiency"] = sps / (row["workers"].get<double>() * one);
+  if (!row["cores"].is_number() || !b["cores"].is_number()) {
+    row["note"] = "threads per worker not recorded: the runs may have used unlike resources";
+    return;
+  }
+  row["efficiency_per_core"] =
+      (sps / row["cores"].get<double>()) / (one / b["cores"].get<double>());
+  if (row["threads"] == b["threads"]) return;
+  row["note"] = detail::str("threads per worker differ (", row["threads"].get<int64_t>(), " vs ",
+                            b["threads"].get<int64_t>(), "): compare per core");
+  warnings->push_back(detail::str(
+      "scaling: run '", row["run"].get<std::string>(), "' (", resources(row),
+      ") is compared with the 1-worker run '", b["run"].get<std::string>(), "' (", resources(b),
+      "): threads per worker differ, so its scaling efficiency of ",
+      std::lround(100 * row["efficiency"].get<double>()), "% is not like with like; per core it is ",
+      std::lround(100 * row["efficiency_per_core"].get<double>()),
+      "%. For a fair comparison run both with the same --set run.threads=T"));
+}
+
+}  // namespace
+
 json scaling_figures(const std::vector<json>& figs) {
-  // Runs of the same model (type and parameter count) scale against its first 1-worker run.
+  // Runs of the same model (type and parameter count) scale against a 1-worker run of it.
   auto key = [](const json& f) { return f["model"].dump() + "/" + f["parameters"].dump(); };
-  std::map<std::string, const json*> baseline;
+  std::map<std::string, std::vector<json>> ones;
   for (const json& f : figs)
     if (f["workers"] == 1 && f["summary"]["samples_per_s"].is_number())
-      baseline.emplace(key(f), &f);
+      ones[key(f)].push_back(scaling_row(f));
   json rows = json::array();
+  std::vector<std::string> warnings;
   for (const json& f : figs) {
-    json sps = f["summary"]["samples_per_s"];
-    json row{{"run", f["name"]},    {"workers", f["workers"]}, {"samples_per_s", sps},
-             {"baseline", nullptr}, {"efficiency", nullptr},   {"note", ""}};
-    auto b = baseline.find(key(f));
-    if (b == baseline.end()) {
+    json row = scaling_row(f);
+    const json* b = pick_baseline(row, ones[key(f)]);
+    if (!b)
       row["note"] = "no 1-worker run of this model among the runs given";
-    } else if (!sps.is_number()) {
+    else if (!row["samples_per_s"].is_number())
       row["note"] = "no samples/s recorded yet";
-    } else {
-      double one = (*b->second)["summary"]["samples_per_s"].get<double>();
-      row["baseline"] = (*b->second)["name"];
-      row["efficiency"] = sps.get<double>() / (f["workers"].get<double>() * one);
-    }
+    else
+      compare(row, *b, &warnings);
     rows.push_back(std::move(row));
   }
-  return {{"rows", rows}};
+  return {{"rows", rows}, {"warnings", warnings}};
 }
 
 json report_data(const std::vector<RunData>& runs, const FigureOptions& o) {

@@ -7,7 +7,7 @@
 //   layout            "overlay" (runs in one chart) or "compare" (one panel per run)
 //   target_accuracy   the --target-accuracy given, or null
 //   runs[]            one object per run directory, in the order given:
-//     name, dir, workers, strategy, model, parameters, warnings[]
+//     name, dir, workers, threads, strategy, model, parameters, warnings[]
 //     loss        {step[], loss[]}                 rank 0's step records (last record of a step
 //                                                  wins: a resumed run appends)
 //     eval        {step[], train_s[], loss[], accuracy[], energy_j[]}  (null where not recorded)
@@ -25,9 +25,15 @@
 //                  else rank 0's (energy_j)
 //     summary     {workers, strategy, steps, final_accuracy, final_loss, wall_seconds,
 //                  train_seconds, samples_per_s, time_to_target_s, running}
-//   scaling           {rows[] {run, workers, samples_per_s, baseline, efficiency, note}}
-//                     efficiency = samples/s(N) / (N * samples/s(1)) against the 1-worker run
-//                     of the same model; null with a note when there is none
+//   scaling           {rows[] {run, workers, threads, cores, samples_per_s, baseline,
+//                     baseline_threads, efficiency, efficiency_per_core, note}, warnings[]}
+//                     threads: per worker (the start record's; null for older runs);
+//                     cores = workers * threads. efficiency = samples/s(N) / (N * samples/s(1))
+//                     against a 1-worker run of the same model, the one with the same threads
+//                     per worker where there is one; null with a note when there is none.
+//                     efficiency_per_core = (samples/s(N) / cores(N)) / (samples/s(1) /
+//                     cores(1)). When threads per worker differ from the baseline's, the row's
+//                     note says so and warnings[] names both runs and their resources
 #include <vector>
 
 #include <nlohmann/json.hpp>

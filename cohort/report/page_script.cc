@@ -95,6 +95,7 @@ function drawSummary() {
       (D.target_accuracy !== null ? '; target accuracy ' + pct(D.target_accuracy) : '');
   const w = document.getElementById('warnings');
   D.runs.forEach(r => r.warnings.forEach(m => w.appendChild(el('p', 'warn', 'warning: ' + m))));
+  D.scaling.warnings.forEach(m => w.appendChild(el('p', 'warn', 'warning: ' + m)));
   table(document.getElementById('summary'),
         ['run', 'workers', 'strategy', 'steps', 'final accuracy', 'final loss', 'wall time (s)',
          'train time (s)', 'samples/s', 'time to target (s)'],
@@ -142,10 +143,18 @@ function drawBreakdown() {
 function drawScaling() {
   const parent = document.getElementById('scaling');
   parent.appendChild(el('p', 'note', 'Efficiency = samples/s(N) / (N x samples/s of the ' +
-      '1-worker run of the same model). 100% is perfect linear scaling.'));
-  table(parent, ['run', 'workers', 'samples/s', 'against', 'scaling efficiency'],
-        D.scaling.rows.map(r => [r.run, r.workers, fmt(r.samples_per_s, 0),
-                                 r.baseline || '-', r.efficiency === null ? r.note : pct(r.efficiency)]));
+      '1-worker run of the same model, with the same threads per worker where there is one). ' +
+      'Per core = (samples/s / cores) / (the same of the 1-worker run), cores = workers x ' +
+      'threads. 100% is perfect linear scaling.'));
+  D.scaling.warnings.forEach(m => parent.appendChild(el('p', 'warn', 'warning: ' + m)));
+  const eff = r => r.efficiency === null ? r.note :
+      pct(r.efficiency) + (r.note ? ' (' + r.note + ')' : '');
+  table(parent, ['run', 'workers', 'threads per worker', 'cores', 'samples/s', 'against',
+                 'scaling efficiency', 'per core'],
+        D.scaling.rows.map(r => [r.run, r.workers, r.threads === null ? NR : r.threads,
+                                 r.cores === null ? NR : r.cores, fmt(r.samples_per_s, 0),
+                                 r.baseline || '-', eff(r),
+                                 r.efficiency_per_core === null ? '-' : pct(r.efficiency_per_core)]));
 }
 function drawComm() {
   const parent = document.getElementById('comm');

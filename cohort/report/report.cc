@@ -24,7 +24,9 @@ ReportResult write_report(const ReportOptions& o) {
   }
   r.output =
       o.output.empty() ? (std::filesystem::path(o.run_dirs[0]) / "report.html").string() : o.output;
-  std::string page = render_html(report_data(runs, o.figures), chartjs);
+  nlohmann::json data = report_data(runs, o.figures);
+  for (const nlohmann::json& w : data["scaling"]["warnings"]) r.warnings.push_back(w);
+  std::string page = render_html(data, chartjs);
   // Written beside and renamed, so a reader never sees half a page.
   std::string tmp = r.output + ".tmp";
   {

@@ -10,6 +10,10 @@ int cohort::cli::main(int argc, char** argv) {
   CLI::App app{"cohort: distributed deep-learning training"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "cohort 0.1.0");
+  // Hidden: check the command line (subcommand, flags, their values) and exit 0 without running
+  // it. tests/docs runs every `cohort ...` line of the docs through it.
+  bool parse_only = false;
+  app.add_flag("--parse-only", parse_only, "Check the command line and exit")->group("");
   cohort::cli::Handlers handlers;
   cohort::cli::add_train_command(app, handlers);
   cohort::cli::add_config_command(app, handlers);
@@ -23,6 +27,7 @@ int cohort::cli::main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (parse_only) return 0;
   try {
     return handlers.run();
   } catch (const cohort::InvalidArgument& e) {

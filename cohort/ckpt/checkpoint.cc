@@ -227,17 +227,26 @@ void CheckpointManager::write_now(int64_t step, const NamedTensors& model,
   COHORT_CHECK_IO(!ec, "cannot rename ", tmp.string(), " to ", final_dir.string(), ": ",
                   ec.message());
   internal::fsync_path(root.string());
-  apply_retention();
+  apply_retention(step);
 }
 
-void CheckpointManager::apply_retention() const {
+// Retention deletes only what `keep` asks for: complete checkpoints older than the one just
+// saved, beyond the newest `keep` up to it. A checkpoint numbered above the saved step (not
+// this manager's to judge: another run's, or one a resume left) is neither deleted nor
+// counted, so it can never push out the checkpoint that was just written.
+void CheckpointManager::apply_retention(int64_t saved_step) const {
   // Failures here do not fail the save (it is already durable); they are logged.
-  const auto complete = list();
-  if (options_.keep > 0 && complete.size() > size_t(options_.keep)) {
-    for (size_t i = 0; i + size_t(options_.keep) < complete.size(); ++i) {
+  std::vector<std::string> upto;
+  for (const StepDir& d : scan_step_dirs(options_.dir)) {
+    std::error_code ec;
+    if (d.step <= saved_step && fs::is_regular_file(fs::path(d.path) / kManifest, ec))
+      upto.push_back(d.path);
+  }
+  if (options_.keep > 0 && upto.size() > size_t(options_.keep)) {
+    for (size_t i = 0; i + size_t(options_.keep) < upto.size(); ++i) {
       std::error_code ec;
-      fs::remove_all(complete[i], ec);
-      if (ec) log::warn("ckpt", "retention: cannot remove ", complete[i], ": ", ec.message());
+      fs::remove_all(upto[i], ec);
+      if (ec) log::warn("ckpt", "retention: cannot remove ", upto[i], ": ", ec.message());
     }
   }
   std::vector<fs::path> stale;  // collected first: no removal while iterating the directory

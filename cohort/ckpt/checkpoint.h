@@ -17,7 +17,8 @@
 //      it, fsync the temp directory;
 //   3. rename the temp directory to step-<N> (an existing step-<N>, from a re-save of the same
 //      step after a restart, is removed first), fsync <dir>;
-//   4. retention: delete the oldest complete checkpoints beyond `keep`, and remove stale
+//   4. retention: of the complete checkpoints up to step N, delete the oldest beyond `keep`
+//      (one numbered above N is never deleted nor counted), and remove stale
 //      .tmp-* directories left by crashed runs (only ones whose pid is not this process and is
 //      not alive on this host, so a concurrent writer's temp dir is never pulled away).
 // Why this is crash-safe: until the rename in step 3, nothing named step-* changed, so a crash
@@ -59,7 +60,7 @@ struct CheckpointData {
 
 struct ManagerOptions {
   std::string dir;    // checkpoints live in <dir>/step-<%010d>/
-  int keep = 3;       // newest K kept; older ones deleted after a successful save; 0: all
+  int keep = 3;  // newest K up to the saved step kept; older ones deleted after a save; 0: all
   bool async = true;  // save() copies the tensors and returns; a thread writes
 };
 
@@ -93,7 +94,7 @@ class CheckpointManager {
   void write_now(int64_t step, const NamedTensors& model, const NamedTensors& optimizer,
                  const std::map<std::string, NamedTensors>& extra,
                  const std::string& state_text) const;
-  void apply_retention() const;
+  void apply_retention(int64_t saved_step) const;
 
   ManagerOptions options_;
   std::thread worker_;

@@ -157,10 +157,22 @@ std::unique_ptr<optim::LrSchedule> make_schedule(const Config& cfg, int64_t tota
   if (name == "step")
     return std::make_unique<optim::StepLr>(
         optim::StepLrOptions{lr, cfg.get_int("optim.step_size"), cfg.get_float("optim.gamma")});
-  if (name == "cosine")
-    return std::make_unique<optim::WarmupCosineLr>(optim::WarmupCosineOptions{
-        lr, cfg.get_int("optim.warmup_steps"), std::max<int64_t>(1, total_steps),
-        cfg.get_float("optim.min_lr")});
+  if (name == "cosine") {
+    // In the config's words, not WarmupCosineLr's: a run of train.epochs can be shorter than
+    // the warmup (train.max_steps was checked against it when the config was loaded).
+    int64_t warmup = cfg.get_int("optim.warmup_steps"), total = std::max<int64_t>(1, total_steps);
+    COHORT_CHECK_ARG(warmup <= total, "config: optim.warmup_steps (", warmup,
+                     ") must be <= the run's total steps (", total,
+                     ", from train.epochs = ", cfg.get_int("train.epochs"),
+                     " and train.max_steps = ", cfg.get_int("train.max_steps"),
+                     ") for optim.schedule = \"cosine\": lower optim.warmup_steps to at most ",
+                     total, " or raise train.epochs");
+    double min_lr = cfg.get_float("optim.min_lr");
+    COHORT_CHECK_ARG(min_lr <= lr, "config: optim.min_lr (", min_lr, ") must be <= optim.lr (", lr,
+                     ") for optim.schedule = \"cosine\"");
+    return std::make_unique<optim::WarmupCosineLr>(
+        optim::WarmupCosineOptions{lr, warmup, total, min_lr});
+  }
   return std::make_unique<optim::ConstantLr>(lr);
 }
 

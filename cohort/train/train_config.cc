@@ -44,6 +44,21 @@ void apply_table(Config& cfg, const toml::table& t, const std::string& prefix,
   }
 }
 
+// The cosine schedule warms up over optim.warmup_steps of the run's steps, so warmup cannot
+// exceed them. train.max_steps caps the run, so a warmup above it is wrong whatever the data:
+// caught here, before `cohort train` launches any worker. (A run bounded by train.epochs alone
+// is checked in make_schedule, once the data says how many steps an epoch has.) Refused rather
+// than clamped: a silently shortened warmup changes the training the user asked for.
+void check_schedule(const Config& cfg) {
+  if (cfg.get_string("optim.schedule") != "cosine") return;
+  int64_t warmup = cfg.get_int("optim.warmup_steps"), max_steps = cfg.get_int("train.max_steps");
+  COHORT_CHECK_ARG(max_steps <= 0 || warmup <= max_steps, "config: optim.warmup_steps (", warmup,
+                   ") must be <= train.max_steps (", max_steps,
+                   "), the run's total steps, for optim.schedule = \"cosine\": lower "
+                   "optim.warmup_steps to at most ",
+                   max_steps, " (--set optim.warmup_steps=N) or raise train.max_steps");
+}
+
 }  // namespace
 
 void apply_overrides(Config& cfg, const std::vector<std::string>& overrides) {
@@ -71,6 +86,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     apply_table(cfg, table, "", path);
   }
   apply_overrides(cfg, overrides);
+  check_schedule(cfg);
   if (cfg.get_string("run.name").empty() && !path.empty())
     cfg.set("run.name", std::filesystem::path(path).stem().string(), "config file name");
   return cfg;

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "cohort/ckpt/checkpoint_aside.h"
 #include "cohort/core/logging.h"
 #include "cohort/core/thread_pool.h"
 #include "cohort/metrics/sink.h"
@@ -13,6 +14,7 @@
 #include "cohort/ps/server.h"
 #include "cohort/rendezvous/tcp_store.h"
 #include "cohort/train/components.h"
+#include "cohort/train/run_dir.h"
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {
@@ -85,14 +87,12 @@ std::string server_ckpt_dir(const Config& cfg, int index) {
 }
 
 // A fresh server must never restore, after a restart, what an earlier run left in its
-// directory: it moves that to <dir>.earlier/ first (as the trainer does with its own).
+// directory (a shared ckpt.dir): it moves that into a new generation folder <dir>.earlier/<n>/
+// first (as the trainer does with its own); earlier generations stay as they are.
 void move_aside_earlier(const std::string& dir) {
-  namespace fs = std::filesystem;
-  if (!fs::exists(dir)) return;
-  const std::string aside = dir + ".earlier";
-  fs::remove_all(aside);
-  fs::rename(dir, aside);
-  log::info("ps", "moved an earlier run's server checkpoints from ", dir, " to ", aside);
+  if (!std::filesystem::exists(dir)) return;
+  const std::string to = ckpt::move_aside({dir}, ckpt::earlier_root(dir));
+  log::info("ps", "moved an earlier run's server checkpoints from ", dir, " to ", to);
 }
 
 // fault.kill_server / fault.kill_server_at_step: the test seam for "kill -9 of a server".
@@ -210,7 +210,10 @@ bool is_server_role(const rendezvous::EnvMap& env) {
   return it != env.end() && it->second == "server";
 }
 
-void run_parameter_server(const Config& cfg, const rendezvous::EnvMap& env) {
+void run_parameter_server(const Config& given, const rendezvous::EnvMap& env) {
+  Config cfg = given;  // in the run directory `cohort train --servers` chose (run_dir.h)
+  if (auto it = env.find(kRunDirVariable); it != env.end() && !it->second.empty())
+    set_run_dir(cfg, it->second);
   COHORT_CHECK_ARG(cfg.get_string("parallel.strategy") == "ps",
                    "parameter server started, but parallel.strategy = '",
                    cfg.get_string("parallel.strategy"), "'; servers need 'ps'");

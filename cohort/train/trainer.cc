@@ -19,6 +19,7 @@
 #include "cohort/train/components.h"
 #include "cohort/train/evaluate.h"
 #include "cohort/train/progress.h"
+#include "cohort/train/run_dir.h"
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {
@@ -54,6 +55,11 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
     : s_(std::make_unique<State>(cfg)) {
   check_combination(cfg);
   s_->world = join_world(cfg, env);
+  // `cohort train --workers` chose the run directory for every worker and restart (run_dir.h).
+  if (auto it = env.find(kRunDirVariable); it != env.end() && !it->second.empty()) {
+    set_run_dir(s_->cfg, it->second);
+    s_->run_dir_from_launcher = true;
+  }
   if (s_->world->size > 1) log::set_rank(s_->world->rank);
   // Under `--dashboard` every record also goes to the launcher (metrics/stream_sink.h), after
   // the JSONL file (start_run), so that a stalled launcher never delays the file.

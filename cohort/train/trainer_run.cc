@@ -1,14 +1,17 @@
 // Trainer::run: the run directory, resume, checkpoints, and the end-of-run summary.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "cohort/autograd/node.h"
+#include "cohort/ckpt/checkpoint_aside.h"
 #include "cohort/core/logging.h"
 #include "cohort/core/thread_pool.h"
 #include "cohort/nn/layers.h"
 #include "cohort/nn/models/gpt.h"
 #include "cohort/train/checkpointing.h"
 #include "cohort/train/progress.h"
+#include "cohort/train/run_dir.h"
 #include "cohort/train/run_trace.h"
 #include "cohort/train/scaling_baseline.h"
 #include "cohort/train/trainer_state.h"
@@ -30,34 +33,52 @@ std::unique_ptr<ckpt::CheckpointManager> make_checkpoints(const Config& cfg,
       .dir = dir, .keep = int(cfg.get_int("ckpt.keep")), .async = cfg.get_bool("ckpt.async")});
 }
 
-// A fresh run must never resume, after a restart, from checkpoints an earlier run left in the
-// same directory: the chief moves them to <dir>.earlier/ (saying so) before training starts.
+// A fresh run must never resume, after a restart, from checkpoints an earlier run left in its
+// checkpoint directory (a shared ckpt.dir): the chief moves them to a new generation folder
+// <dir>.earlier/<n>/ (saying so) before training starts. Nothing there is replaced.
 void move_stale_checkpoints(const ckpt::CheckpointManager& m) {
   std::vector<std::string> old = m.list();
   if (old.empty()) return;
-  fs::path aside = m.dir() + ".earlier";
-  fs::create_directories(aside);
-  for (const std::string& d : old) {
-    fs::path to = aside / fs::path(d).filename();
-    fs::remove_all(to);
-    fs::rename(d, to);
-  }
+  const std::string to = ckpt::move_aside(old, ckpt::earlier_root(m.dir()));
   std::printf(
       "cohort train: starting fresh; moved %zu checkpoint(s) of an earlier run from %s "
       "to %s (pass --resume auto to continue a run)\n",
-      old.size(), m.dir().c_str(), aside.c_str());
+      old.size(), m.dir().c_str(), to.c_str());
 }
 
 // After resuming from step N, checkpoints past N belong to the abandoned continuation: left in
 // place, retention (newest by step) and a later `--resume auto` would pick them over this run's.
-void drop_checkpoints_after(const ckpt::CheckpointManager& m, int64_t step) {
+// They are moved aside like an earlier run's, not deleted: the user asked for neither.
+void move_checkpoints_after(const ckpt::CheckpointManager& m, int64_t step) {
+  std::vector<std::string> later;
   for (const std::string& d : m.list()) {
     long long n = -1;
-    if (std::sscanf(fs::path(d).filename().c_str(), "step-%lld", &n) != 1 || n <= step) continue;
-    fs::remove_all(d);
-    std::printf("cohort train: removed %s, written after step %ld by the run being resumed\n",
-                d.c_str(), long(step));
+    if (std::sscanf(fs::path(d).filename().c_str(), "step-%lld", &n) == 1 && n > step)
+      later.push_back(d);
   }
+  if (later.empty()) return;
+  const std::string to = ckpt::move_aside(later, ckpt::earlier_root(m.dir()));
+  for (const std::string& d : later)
+    std::printf("cohort train: moved %s, written after step %ld by the run being resumed, to %s\n",
+                d.c_str(), long(step), to.c_str());
+}
+
+// Where this run writes (run_dir.h): the launcher's choice, else rank 0's, on every rank. Only
+// rank 0 looks at the disk, so ranks never disagree over a directory one of them just made.
+std::string settle_run_dir(Trainer::State& s) {
+  const TrainWorld& w = *s.world;
+  if (!s.run_dir_from_launcher) {
+    std::string dir;
+    if (w.is_chief()) {
+      const int restarts = std::max(w.restart_count, w.worker_restarts);
+      const RunDir d = choose_run_dir(s.cfg.get_string("run.dir"), s.cfg.get_string("run.name"),
+                                      run_start(s.cfg, restarts));
+      if (d.avoided_earlier()) std::printf("%s\n", numbered_run_notice(d).c_str());
+      dir = d.path;
+    }
+    set_run_dir(s.cfg, agree_on_run_dir(w, dir, s.cfg.get_float("comm.timeout_s")));
+  }
+  return make_run_dir(s.cfg, w.is_chief());
 }
 
 std::string metrics_path(const Trainer::State& s) {
@@ -81,7 +102,7 @@ void print_start(const Trainer::State& s) {
 void Trainer::start_run() {
   State& s = *s_;
   bool chief = s.world->is_chief();
-  s.run_dir = make_run_dir(s.cfg, chief);
+  s.run_dir = settle_run_dir(s);
   s.metrics_file = metrics_path(s);
   s.log.add(std::make_unique<metrics::JsonlFile>(s.metrics_file));
   if (s.stream) s.log.add(std::move(s.stream));
@@ -96,7 +117,7 @@ void Trainer::start_run() {
     s.resume_pos = s.pos = resume_position(s, *d, restore_checkpoint(s, *d));
     s.start_step = s.last_saved_step = s.step;
     s.last_saved_pos = s.resume_pos;
-    if (chief) drop_checkpoints_after(*s.ckpt, s.step);
+    if (chief) move_checkpoints_after(*s.ckpt, s.step);
     if (chief)
       std::printf("cohort train: resumed from step %ld (epoch %ld, batch %ld) in %s\n",
                   long(s.step), long(s.resume_pos.epoch), long(s.resume_pos.batch_in_epoch),
@@ -124,7 +145,7 @@ void Trainer::rejoin_at(int64_t step) {
   for (auto& [name, count] : counters) count = uint64_t(micro);
   nn::set_dropout_counters(*s.model, counters);
   // Rank 0's own checkpoints past this step belong to the continuation that was abandoned.
-  if (s.world->is_chief() && s.cfg.get_bool("ckpt.enabled")) drop_checkpoints_after(*s.ckpt, step);
+  if (s.world->is_chief() && s.cfg.get_bool("ckpt.enabled")) move_checkpoints_after(*s.ckpt, step);
   const bool resumed = !s.cfg.get_string("run.resume").empty() && s.world->worker_restarts == 0;
   std::printf("cohort train: worker %d %s at step %ld (epoch %ld, batch %ld)\n", s.world->rank,
               resumed ? "resumed where the parameter servers' checkpoints are" : "rejoined the job",

@@ -45,8 +45,7 @@ TEST(CheckpointRetention, DeletesOnlyOwnOlderCheckpointsBeyondKeep) {
   fs::create_directories(dir + "/step-0000000008");
   write_bytes(dir + "/step-0000000008/model.safetensors", "half-written");
   write_bytes(dir + "/notes.txt", "the user's own notes");
-  CheckpointManager(
-      {.dir = earlier_root(dir) + "/1", .keep = 0, .async = false}).save(data_at(20));
+  CheckpointManager({.dir = earlier_root(dir) + "/1", .keep = 0, .async = false}).save(data_at(20));
   const auto before = snapshot_tree(tmp.path());
 
   CheckpointManager mgr({.dir = dir, .keep = 2, .async = false});

@@ -291,6 +291,9 @@ TEST(DdpTrain, ExplicitResumeThenRestartContinuesFromTheNewestCheckpoint) {
               " --max-restarts 1 --set fault.kill_rank=1 --set fault.kill_at_step=10");
   ASSERT_EQ(again.status, 0) << again.output;
   EXPECT_TRUE(contains(again, "step-0000000008, written after step 4")) << again.output;
+  // Moved aside, not deleted: the user asked for neither.
+  EXPECT_TRUE(
+      fs::exists(d / "e" / "checkpoints.earlier" / "1" / "step-0000000008" / "MANIFEST.json"));
   EXPECT_TRUE(contains(again, "resumed from step 4")) << again.output;
   EXPECT_TRUE(contains(again, "resumed from step 8")) << again.output;  // after the restart
   EXPECT_EQ(newest_checkpoint(d / "e").filename(), "step-0000000014");
@@ -317,18 +320,19 @@ TEST(DdpTrain, ResumingWithAGlobalBatchThatDoesNotConvertIsRefused) {
       << shuffle.output;
 }
 
-// A fresh run in a directory that holds an earlier run's checkpoints moves them aside (a
-// restart must not resume the other run, and nothing is deleted); a checkpoint taken at the
-// last step of an epoch records the next epoch, so a resume does not evaluate twice.
-TEST(DdpTrain, FreshRunMovesEarlierCheckpointsAsideAndEpochEndIsRecorded) {
+// A fresh run under the name of an earlier one writes its own directory (f.2: a restart must
+// not resume the other run, and nothing of it is touched; tests/e2e/run_dir_test.cc has the
+// rest); a checkpoint taken at the last step of an epoch records the next epoch, so a resume
+// does not evaluate twice.
+TEST(DdpTrain, FreshRunLeavesTheEarlierRunAloneAndEpochEndIsRecorded) {
   fs::path d = fresh_dir("fresh");
   std::string args = job(d, "f") + " --set ckpt.every_steps=32";
   ASSERT_EQ(run_cli(args).status, 0);
   CliResult again = run_cli(args);
   ASSERT_EQ(again.status, 0) << again.output;
-  EXPECT_TRUE(contains(again, "moved 1 checkpoint(s) of an earlier run")) << again.output;
-  EXPECT_TRUE(fs::exists(d / "f" / "checkpoints.earlier" / "step-0000000032"));
-  auto state = nlohmann::json::parse(read_bytes(newest_checkpoint(d / "f") / "state.json"));
+  EXPECT_TRUE(contains(again, "this run writes " + (d / "f.2").string())) << again.output;
+  EXPECT_TRUE(fs::exists(d / "f" / "checkpoints" / "step-0000000032" / "MANIFEST.json"));
+  auto state = nlohmann::json::parse(read_bytes(newest_checkpoint(d / "f.2") / "state.json"));
   EXPECT_EQ(state["epoch"], 1);
   EXPECT_EQ(state["batch_in_epoch"], 0);
 }

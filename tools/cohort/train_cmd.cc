@@ -9,6 +9,7 @@
 
 #include "cohort/launch/launcher.h"
 #include "cohort/train/ps_server_role.h"
+#include "cohort/train/run_dir.h"
 #include "cohort/train/train_config.h"
 #include "cohort/train/trainer.h"
 #include "tools/cohort/commands.h"
@@ -61,13 +62,18 @@ int launch_workers(const TrainArgs& a) {
   o.num_servers = a.servers;
   o.max_restarts = a.max_restarts;
   o.bind = launch::parse_bind(a.bind);
+  // One run directory for every worker and every restart, chosen before any starts
+  // (train/run_dir.h): a fresh run never writes into an earlier run's.
+  const train::RunDir dir = train::choose_run_dir(
+      cfg.get_string("run.dir"), cfg.get_string("run.name"),
+      a.resume.empty() ? train::RunStart::kFresh : train::RunStart::kContinue);
+  if (dir.avoided_earlier()) std::fprintf(stderr, "%s\n", train::numbered_run_notice(dir).c_str());
+  o.extra_env.emplace_back(train::kRunDirVariable, dir.path);
   // Flight-recorder dumps of a hung or failed job land in its run directory (not /tmp), where
   // the user looks and the run's other evidence lies; COHORT_FLIGHT_DIR still wins.
   if (!rendezvous::snapshot_environment().contains("COHORT_FLIGHT_DIR"))
-    o.extra_env.emplace_back(
-        "COHORT_FLIGHT_DIR",
-        (std::filesystem::path(cfg.get_string("run.dir")) / cfg.get_string("run.name") / "flight")
-            .string());
+    o.extra_env.emplace_back("COHORT_FLIGHT_DIR",
+                             (std::filesystem::path(dir.path) / "flight").string());
   std::unique_ptr<monitor::Dashboard> dashboard = start_dashboard(a.dashboard, o);
   launch::LaunchResult r = launch::run(o);
   end_dashboard(dashboard.get(), r);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tests/e2e/run_cli.h"
+#include "tests/e2e/run_dirs.h"
 
 namespace {
 
@@ -15,10 +16,7 @@ using cohort::testing::contains;
 using cohort::testing::run_cli;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("cohort_e2e_schedule_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return cohort::testing::fresh_dir("cohort_e2e_schedule_", name);
 }
 
 size_t count(const std::string& text, const std::string& what) {

@@ -8,6 +8,7 @@
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 #include "cohort/federated/server_round.h"
+#include "cohort/rendezvous/pki.h"
 
 namespace cohort::federated {
 
@@ -113,6 +114,7 @@ Bytes FlServer::on_hello(const comm::service::Peer& peer, const Bytes& payload) 
       ps::first_difference(options_.layout, h.layout, "the server's model", who + "'s model");
   COHORT_CHECK_ARG(diff.empty(), who, " has another model: ", diff,
                    "; every client must build the server's model.* config");
+  check_certificate(peer, h.client_id);
   std::lock_guard lock(mu_);
   auto same_peer = peer_client_.find(peer.id);
   COHORT_CHECK_ARG(same_peer == peer_client_.end() || same_peer->second == h.client_id, who,
@@ -133,6 +135,22 @@ Bytes FlServer::on_hello(const comm::service::Peer& peer, const Bytes& payload) 
             " connected)");
   cv_.notify_all();
   return encode(Welcome{round_, options_.expected_clients});
+}
+
+// Under TLS the job CA names each client (CN client-<i>, rendezvous/pki.h); the id a client
+// claims must be that one. Otherwise a client holding client 1's certificate could join as
+// client 2, train on client 2's data part and answer client 2's tasks.
+void FlServer::check_certificate(const comm::service::Peer& peer, uint32_t claimed) const {
+  if (!options_.service.tls.enabled()) return;  // plain TCP: only the secret, no identity
+  const std::string expected = rendezvous::client_cert_name(claimed);
+  if (peer.certificate == expected) return;
+  const std::string& cn = peer.certificate;
+  const bool is_client = cn.rfind("client-", 0) == 0;
+  COHORT_CHECK_ARG(false, "a client at ", peer.address, " claims to be client ", claimed,
+                   " but its certificate names ",
+                   is_client ? "client " + cn.substr(7) : "'" + cn + "'", " (CN ",
+                   cn.empty() ? std::string("none") : cn, ", expected CN ", expected,
+                   "): a client's --client-id must be the id of the certificate it presents");
 }
 
 uint32_t FlServer::client_of(const comm::service::Peer& peer) const {

@@ -5,7 +5,8 @@
 // (coordinator.h): send the sampled clients their task, collect their updates (or, under
 // secure aggregation, run the four phases of secagg.h), until everyone answered or the
 // deadline passed. A client that disconnects or misses a deadline is left out of the round and
-// reported; one that connects again (same id) takes part in later rounds.
+// reported; one that connects again (same id) takes part in later rounds. Under TLS a client's
+// id is the one its certificate names (CN client-<id>): a hello claiming another is refused.
 //
 // Threads: the service's loop thread runs the handlers, which only check a message and file
 // it; run_round() (the coordinator's thread) waits for them on a condition variable, so a slow
@@ -102,6 +103,8 @@ class FlServer {
   void on_update(const comm::service::Peer& peer, Bytes payload);
   void on_secagg(const comm::service::Peer& peer, Bytes payload);
   void on_leave(const comm::service::Peer& peer, const std::string& why);
+  // TLS: InvalidArgument, naming both ids, unless the peer's certificate is client `claimed`'s.
+  void check_certificate(const comm::service::Peer& peer, uint32_t claimed) const;
   // The client a peer said hello as; InvalidArgument if it did not.
   uint32_t client_of(const comm::service::Peer& peer) const;
   [[noreturn]] void refuse(const std::string& why);

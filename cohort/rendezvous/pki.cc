@@ -107,7 +107,7 @@ std::string san_list(const std::vector<std::string>& names) {
 
 void sign_client(const std::string& dir, int i, X509* ca, EVP_PKEY* ca_key, int days) {
   Key k = new_key();
-  const std::string cn = "client-" + std::to_string(i);
+  const std::string cn = client_cert_name(i);
   Cert c = make_cert(k.get(), cn, ca, ca_key, days,
                      {{NID_basic_constraints, "critical,CA:FALSE"},
                       {NID_key_usage, "critical,digitalSignature"},
@@ -126,6 +126,10 @@ T read_pem(const std::string& path, ReadFn read) {
 }
 
 }  // namespace
+
+std::string client_cert_name(int64_t i) {
+  return "client-" + std::to_string(i);
+}
 
 void write_job_pki(const std::string& dir, const PkiOptions& o) {
   COHORT_CHECK_ARG(!o.server_names.empty(), "pki: the server needs at least one name");

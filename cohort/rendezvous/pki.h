@@ -6,6 +6,7 @@
 //   client-<i>.pem/.key       one per client (CN client-<i>)
 // Keys are EC P-256, private key files mode 0600, every file written atomically (temp +
 // rename). A client gets ca.pem and its own pair; the server ca.pem and server.*.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct PkiOptions {
   int clients = 0;
   int days = 365;
 };
+
+// "client-<i>": client i's certificate's CN and file stem. A server that knows this
+// convention binds the id a client claims to the certificate it presented.
+std::string client_cert_name(int64_t i);
 
 // Makes DIR (mode 0700) and writes the files above. InvalidArgument if DIR already holds a
 // ca.key (a job's CA is never overwritten by accident); IoError naming a file that cannot be

@@ -329,6 +329,7 @@ void ServerLoop::read_handshake(ServerConn& c) {
   if (verdict == auth::ServerHandshake::Verdict::kAccepted) {
     c.state = ServerConn::State::kReady;
     c.handshake.reset();
+    if (c.tls) c.cert_name = c.tls->peer_name();  // TLS is done: its certificate is verified
     stats_.authenticated++;
     log::debug(options_.log_subsystem, "authenticated ", c.peer);
     handler_->on_ready(c);
@@ -403,17 +404,26 @@ ServerConn* ServerLoop::find(uint64_t id) {
   return it == conns_.end() || it->second->dead ? nullptr : it->second.get();
 }
 
+// Every pass either moves bytes, stops (the socket is full, or TLS waits for the peer), or
+// ends the connection: a send that moves nothing is a hang-up, never a reason to try again.
 void ServerLoop::flush(ServerConn& c) {
   while (c.unsent() > 0) {
     ssize_t r = conn_send(c, c.out.data() + c.out_pos, c.unsent());
-    if (r < 0) {
-      if (errno == EAGAIN || errno == EINTR) return;
-      if (c.tls && errno == EPROTO && c.state == ServerConn::State::kAuth)
-        return refuse(c, Refusal::kTlsHandshake, c.tls->error());
-      log::debug(options_.log_subsystem, "send to ", c.peer, " failed: ", std::strerror(errno));
-      return close(c, detail::str("send failed: ", std::strerror(errno)));
+    if (r > 0) {
+      c.out_pos += size_t(r);
+      continue;
     }
-    c.out_pos += size_t(r);
+    const int err = r < 0 ? errno : EPIPE;
+    if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) return;
+    const bool auth = c.state == ServerConn::State::kAuth;
+    if (c.tls && err == EPROTO && auth) return refuse(c, Refusal::kTlsHandshake, c.tls->error());
+    const std::string why = c.tls && !c.tls->error().empty()
+                                ? c.tls->error()
+                                : detail::str("send failed: ", std::strerror(err));
+    // Before authenticating, a peer that went away is counted as one (a connect-and-close).
+    if (auth) return refuse(c, Refusal::kHungUp, why);
+    log::debug(options_.log_subsystem, "send to ", c.peer, " failed: ", why);
+    return close(c, why);
   }
   c.out.clear();
   c.out_pos = 0;

@@ -10,7 +10,9 @@
 //   - authenticates each connection (auth.h, with the protocol's own context) before reading
 //     anything else from it; a peer that does not finish within auth_timeout is dropped;
 //   - reads into the connection's buffer, writes its queue without blocking, stops reading from
-//     a peer that does not read what is queued for it (max_unsent);
+//     a peer that does not read what is queued for it (max_unsent); a send that moves nothing
+//     (a peer that connected and closed, even in the middle of a TLS handshake) ends that
+//     connection, counted as kHungUp before authentication, and never holds up the others;
 //   - refuses hostile peers (garbage, wrong secret, oversize or stalled frames) with one
 //     warning naming the peer and the reason, at most 5 lines a second (log::RateLimiter), and
 //     counts every refusal by reason; the totals are logged when the loop stops;
@@ -112,6 +114,7 @@ struct ServerConn {
   bool dead = false;  // erased at the end of the loop iteration
   std::optional<auth::ServerHandshake> handshake;
   std::unique_ptr<TlsStream> tls;  // TLS servers only: every byte goes through it
+  std::string cert_name;  // TLS, once ready: the CN of its verified certificate ("client-3")
   RecvBytes in;  // received, not yet parsed: in[in_pos..]; the handler advances in_pos
   size_t in_pos = 0;
   // A large frame body received straight into its own buffer, not through `in` (no copy out of

@@ -173,7 +173,13 @@ ssize_t TlsStream::read(void* buf, size_t n) {
 
 ssize_t TlsStream::write(const void* buf, size_t n) {
   ERR_clear_error();
-  return finish(SSL_write(ssl_, buf, int(std::min<size_t>(n, size_t(1) << 30))));
+  const ssize_t r = finish(SSL_write(ssl_, buf, int(std::min<size_t>(n, size_t(1) << 30))));
+  if (r != 0) return r;
+  // The peer closed (a close_notify, or an EOF, often in the middle of the TLS handshake of a
+  // peer that connected and hung up): an error, as send() to a closed peer is.
+  error_ = "the peer closed the connection";
+  errno = EPIPE;
+  return -1;
 }
 
 size_t TlsStream::pending() const {
@@ -182,6 +188,16 @@ size_t TlsStream::pending() const {
 
 bool TlsStream::established() const {
   return SSL_is_init_finished(ssl_);
+}
+
+std::string TlsStream::peer_name() const {
+  if (!established() || SSL_get_verify_result(ssl_) != X509_V_OK) return {};
+  X509* cert = SSL_get0_peer_certificate(ssl_);
+  if (!cert) return {};
+  char cn[256] = {};
+  const int len = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn,
+                                            int(sizeof cn));
+  return len > 0 ? std::string(cn, size_t(len)) : std::string();
 }
 
 void TlsStream::wait(std::chrono::steady_clock::time_point deadline, std::string_view what) const {

@@ -60,14 +60,21 @@ class TlsStream {
   TlsStream(const TlsStream&) = delete;
   TlsStream& operator=(const TlsStream&) = delete;
 
-  // > 0: bytes moved; 0 (read): the peer closed; -1: errno EAGAIN (not ready: see
-  // wants_write/wants_read) or EPROTO (a TLS failure: error() says why).
+  // > 0: bytes moved; 0 (read only): the peer closed; -1: errno EAGAIN (not ready: see
+  // wants_write/wants_read), EPROTO (a TLS failure: error() says why) or, for write, EPIPE
+  // (the peer closed). write never returns 0, as send() never does for n > 0: an event loop
+  // that sends until its queue is empty counts 0 as neither progress nor error, and a peer
+  // that connected and closed before saying anything once held such a loop in a busy spin.
   ssize_t read(void* buf, size_t n);
   ssize_t write(const void* buf, size_t n);
   bool wants_write() const { return want_write_; }  // the last call waits for POLLOUT
   bool wants_read() const { return want_read_; }    // the last call waits for POLLIN
   size_t pending() const;                           // decrypted bytes not read yet
   bool established() const;                         // the handshake is done
+  // The common name (CN) of the peer's certificate, once the handshake is done and the
+  // certificate verified against the job CA ("client-3"); empty before, or without one. It is
+  // who the job CA says the peer is: a server binds a claimed identity to it.
+  std::string peer_name() const;
   const std::string& error() const { return error_; }
 
   // Runs the handshake to its end, polling the socket, by the deadline. AuthRefused "TLS

@@ -37,7 +37,7 @@ class Server::Impl : public ServerLoop::Handler {
   void answer_request(ServerConn& c, uint64_t id, Bytes payload);
   void enqueue(ServerConn& c, Kind kind, uint64_t id, std::span<const uint8_t> payload);
   void send_direct(ServerConn& c, Kind kind, uint64_t id, std::span<const uint8_t> payload);
-  static Peer peer_of(const ServerConn& c) { return Peer{c.id, c.peer}; }
+  static Peer peer_of(const ServerConn& c) { return Peer{c.id, c.peer, c.cert_name}; }
 };
 
 namespace {

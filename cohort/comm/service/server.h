@@ -52,6 +52,10 @@ struct ServerOptions {
 struct Peer {
   uint64_t id = 0;      // unique for the server's lifetime
   std::string address;  // "127.0.0.1:51234"
+  // TLS servers: the common name of the certificate the peer presented, verified against the
+  // job CA ("client-3", rendezvous/pki.h); who the CA says it is, whatever it later claims.
+  // Empty on plain TCP.
+  std::string certificate;
 };
 
 struct Handlers {

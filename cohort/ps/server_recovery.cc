@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "cohort/ckpt/checkpoint_aside.h"
 #include "cohort/core/logging.h"
 #include "cohort/ps/server.h"
 
@@ -75,8 +76,9 @@ int64_t dir_number(const std::string& dir) {
 }  // namespace
 
 // Every checkpoint that verifies is offered to the choice (its data is not kept: one is loaded
-// again once chosen); every directory numbered above the choice is removed, verifying or not,
-// so that retention never keeps an abandoned one over the saves to come.
+// again once chosen); every directory numbered above the choice is moved into a new generation
+// <dir>.earlier/<n>/ (ckpt/checkpoint_aside.h), verifying or not, so that retention never keeps
+// an abandoned one over the saves to come; nobody asked for it to be deleted.
 std::optional<ckpt::CheckpointData> ParamServer::load_chosen() {
   std::vector<SavedCheckpoint> saved;
   const ServerSnapshot expect = shape();
@@ -94,11 +96,13 @@ std::optional<ckpt::CheckpointData> ParamServer::load_chosen() {
   const int pick = o_.choose_checkpoint(saved);  // throws when the servers cannot agree
   if (pick < 0) return std::nullopt;             // nothing to resume from: nothing to remove
   const SavedCheckpoint& chosen = saved.at(size_t(pick));
-  for (const std::string& dir : ckpt_->list()) {
-    if (dir_number(dir) <= chosen.number) continue;
-    std::filesystem::remove_all(dir);
-    log::info("ps", who(), ": removed ", dir, ", newer than the checkpoint the job resumes from");
-  }
+  std::vector<std::string> newer;
+  for (const std::string& dir : ckpt_->list())
+    if (dir_number(dir) > chosen.number) newer.push_back(dir);
+  const std::string to = ckpt::move_aside(newer, ckpt::earlier_root(o_.ckpt_dir));
+  for (const std::string& dir : newer)
+    log::info("ps", who(), ": moved ", dir, ", newer than the checkpoint the job resumes from, to ",
+              to);
   return ckpt::CheckpointManager::load(chosen.dir);
 }
 

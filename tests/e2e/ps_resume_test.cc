@@ -33,6 +33,14 @@ CliResult killed_run(const fs::path& d, const std::string& name, const std::stri
                  " --set fault.kill_server_at_step=" + std::to_string(step));
 }
 
+// The step directories of a server's checkpoints, oldest first.
+std::vector<fs::path> saves_of(const fs::path& server) {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(server)) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
 TEST(PsResume, AWholeBspJobResumesAtTheNewestStepEveryServerHasAndEndsBitIdentical) {
   const fs::path d = cohort::testing::fresh_dir("cohort_ps_e2e_", "resume");
   CliResult whole = run_cli(cohort::testing::ps_job(d, "whole", 32) + kCommon);
@@ -59,6 +67,8 @@ TEST(PsResume, AWholeBspJobResumesAtTheNewestStepEveryServerHasAndEndsBitIdentic
                        "worker 1 resumed where the parameter servers' checkpoints are "
                        "at step 10 (epoch 0, batch 10)"))
       << resumed.output;
+  // Server 1's step-15 checkpoint is kept aside, not deleted.
+  EXPECT_EQ(saves_of(d / "resumed" / "checkpoints" / "server-1.earlier" / "1").size(), 1u);
   const cohort::NamedTensors whole_model = cohort::testing::ps_final_model(d / "whole");
   cohort::testing::expect_same_weights(whole_model, cohort::testing::ps_final_model(d / "resumed"),
                                        "resumed BSP job");
@@ -70,14 +80,6 @@ TEST(PsResume, AWholeBspJobResumesAtTheNewestStepEveryServerHasAndEndsBitIdentic
       << again.output;
   cohort::testing::expect_same_weights(whole_model, cohort::testing::ps_final_model(d / "whole"),
                                        "finished job resumed");
-}
-
-// The step directories of a server's checkpoints, oldest first.
-std::vector<fs::path> saves_of(const fs::path& server) {
-  std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(server)) dirs.push_back(e.path());
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
 }
 
 // BSP servers whose checkpoints share no step cannot resume together: an error that lists

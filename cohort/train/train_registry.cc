@@ -9,7 +9,9 @@ using Strings = std::vector<std::string>;
 
 void add_run_keys(ConfigRegistry& r) {
   r.add({"run.name", T::kString, std::string(""),
-         "Run name; the run directory is `run.dir/run.name`. Empty: the config file's stem."});
+         "Run name; the run directory is `run.dir/run.name`. Empty: the config file's stem. A "
+         "fresh run whose directory holds an earlier run writes `run.name.2`, `.3`, ... "
+         "instead (docs/training.md)."});
   r.add({"run.dir", T::kString, std::string("runs"), "Parent directory of run directories."});
   r.add({"run.seed",
          T::kInt,

@@ -75,6 +75,20 @@ void verify_files(const fs::path& dir, const nlohmann::json& files) {
   }
 }
 
+// A tensor file in the directory that the manifest does not list (a shard from another world
+// copied in, a file left by hand) would be silently ignored by the reader while the user
+// believes it is part of the checkpoint: refused, naming it.
+void refuse_unlisted_tensor_files(const fs::path& dir, const nlohmann::json& files) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.ends_with(kTensorFileSuffix) || files.contains(name)) continue;
+    throw IoError(detail::str(e.path().string(), ": a tensor file that ", kManifest,
+                              " does not list: it is not part of this checkpoint (move it out of ",
+                              dir.string(), ")"));
+  }
+}
+
 }  // namespace
 
 CheckpointData CheckpointManager::load(const std::string& step_dir) {
@@ -85,6 +99,7 @@ CheckpointData CheckpointManager::load(const std::string& step_dir) {
   CheckpointData out;
   const nlohmann::json files = read_manifest(dir, &out.step);
   verify_files(dir, files);
+  refuse_unlisted_tensor_files(dir, files);
   out.model = read_safetensors((dir / kModelFile).string());
   out.optimizer = read_safetensors((dir / kOptimizerFile).string());
   out.state = parse_json_file((dir / kStateFile).string(), "trainer state");

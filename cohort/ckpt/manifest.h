@@ -7,6 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "cohort/tensor/tensor.h"
+
 namespace cohort::ckpt::internal {
 
 inline constexpr const char* kManifest = "MANIFEST.json";
@@ -35,6 +39,10 @@ std::vector<StepDir> scan_step_dirs(const std::string& dir);
 std::string piece_key(const std::string& section, const std::string& name, int64_t begin);
 // The rank and world of an extra file named "shard-<r>-of-<N>" (digits), else nullopt.
 std::optional<std::pair<int, int>> parse_shard_file_name(const std::string& name);
+// A "shape" array of non-negative sizes whose non-zero product fits in int64 (even for an empty
+// tensor: its strides are that product); *numel gets the element count. IoError prefixed with
+// `where` otherwise. Shared by the safetensors reader and the shard index.
+Shape parse_shape(const std::string& where, const nlohmann::json& v, uint64_t* numel);
 // "model" and "optimizer", the sections a piece may belong to.
 bool is_section(const std::string& section);
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "cohort/ckpt/file_io.h"
+#include "cohort/ckpt/manifest.h"
 
 namespace cohort::ckpt {
 namespace {
@@ -89,28 +90,6 @@ std::string brief(const nlohmann::json& v) {
   return s.size() <= 64 ? s : s.substr(0, 61) + "...";
 }
 
-// Even an empty tensor (a 0 among the dims) must have dims whose non-zero product fits in
-// int64: its strides are that product ([0, 2^62, 4] overflowed them; UBSan in the fuzz target).
-Shape parse_shape(const std::string& where, const nlohmann::json& v, uint64_t* numel) {
-  COHORT_CHECK_IO(v.is_array(), where, ": \"shape\" must be an array of non-negative integers");
-  Shape shape;
-  uint64_t nonzero = 1;
-  bool empty = false;
-  for (const auto& d : v) {
-    COHORT_CHECK_IO(d.is_number_unsigned(), where, ": \"shape\" entry ", brief(d),
-                    " is not a non-negative integer");
-    const uint64_t x = d.get<uint64_t>();
-    empty = empty || x == 0;
-    COHORT_CHECK_IO(
-        x == 0 || (!__builtin_mul_overflow(nonzero, x, &nonzero) && nonzero <= uint64_t(INT64_MAX)),
-        where, ": shape ", shape_str(shape), " then ", x,
-        ": the product of its dims exceeds 2^63 - 1");
-    shape.push_back(int64_t(x));
-  }
-  *numel = empty ? 0 : nonzero;
-  return shape;
-}
-
 Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& v,
                   uint64_t data_size) {
   const std::string where = path + ": tensor '" + name + "'";
@@ -124,7 +103,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
                   "' (expected one of F32 F64 F16 BF16 I32 I64 U8)");
   COHORT_CHECK_IO(v.contains("shape"), where, ": missing \"shape\"");
   uint64_t numel = 0;
-  e.shape = parse_shape(where, v["shape"], &numel);
+  e.shape = internal::parse_shape(where, v["shape"], &numel);
   const auto& off = v.contains("data_offsets") ? v["data_offsets"] : nlohmann::json();
   COHORT_CHECK_IO(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
                       off[1].is_number_unsigned(),
@@ -219,6 +198,29 @@ NamedTensors read_safetensors_from(const std::string& where, uint64_t size, cons
 }
 
 }  // namespace
+
+// Even an empty tensor (a 0 among the dims) must have dims whose non-zero product fits in
+// int64: its strides are that product ([0, 2^62, 4] overflowed them; UBSan in the fuzz target).
+Shape internal::parse_shape(const std::string& where, const nlohmann::json& v, uint64_t* numel) {
+  COHORT_CHECK_IO(v.is_array(), where, ": \"shape\" must be an array of non-negative integers");
+  Shape shape;
+  uint64_t nonzero = 1;
+  bool empty = false;
+  for (const auto& d : v) {
+    // Parsed text gives unsigned numbers; an index built in memory holds int64 ones.
+    COHORT_CHECK_IO(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0),
+                    where, ": \"shape\" entry ", brief(d), " is not a non-negative integer");
+    const uint64_t x = d.get<uint64_t>();
+    empty = empty || x == 0;
+    COHORT_CHECK_IO(
+        x == 0 || (!__builtin_mul_overflow(nonzero, x, &nonzero) && nonzero <= uint64_t(INT64_MAX)),
+        where, ": shape ", shape_str(shape), " then ", x,
+        ": the product of its dims exceeds 2^63 - 1");
+    shape.push_back(int64_t(x));
+  }
+  *numel = empty ? 0 : nonzero;
+  return shape;
+}
 
 const char* safetensors_dtype(DType dtype) {
   switch (dtype) {

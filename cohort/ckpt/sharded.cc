@@ -167,7 +167,8 @@ void cut_section(const ShardedView& view, const std::string& section, int world,
 }  // namespace
 
 CheckpointData reshard(const CheckpointData& src, int world) {
-  COHORT_CHECK_ARG(world >= 1, "reshard: world is ", world, ", expected >= 1");
+  COHORT_CHECK_ARG(world >= 1 && world <= kMaxShardWorld, "reshard: world is ", world,
+                   ", expected 1 to ", kMaxShardWorld);
   const ShardedView view(src);
   CheckpointData out;
   out.step = src.step;

@@ -29,6 +29,8 @@
 namespace cohort::ckpt {
 
 inline constexpr const char* kShardsKey = "shards";  // state.json key of the index
+// The largest world a sharded checkpoint may have: shard files are numbered with five digits.
+inline constexpr int kMaxShardWorld = 99999;
 
 // Elements [begin, begin + data.numel()) of the row-major flattening of tensor `name` (global
 // shape `global_shape`) in section "model" or "optimizer". `data` is 1-D; all pieces of one

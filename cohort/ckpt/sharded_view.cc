@@ -25,6 +25,9 @@ std::string key_of(const std::string& section, const std::string& name) {
   return section + "/" + name;
 }
 
+// What the errors about the index call it: the index lives in state.json.
+constexpr char kIndex[] = "checkpoint shard index (state.json \"shards\")";
+
 bool is_count(const json& j) {
   return j.is_number_integer() && j.get<int64_t>() >= 0;
 }
@@ -38,7 +41,7 @@ DType parse_dtype(const json& j, const std::string& tensor) {
 
 // One "tensors" entry of the index, with its pieces' data not yet attached.
 ViewEntry parse_entry(const json& t, int world) {
-  const std::string ctx = "checkpoint shard index (state.json \"shards\")";
+  const std::string ctx = kIndex;
   COHORT_CHECK_IO(t.is_object() && t.contains("section") && t["section"].is_string() &&
                       t.contains("name") && t["name"].is_string(),
                   ctx, ": an entry has no string \"section\" and \"name\": ", t.dump());
@@ -46,10 +49,9 @@ ViewEntry parse_entry(const json& t, int world) {
   const std::string tensor = key_of(e.section, e.name);
   COHORT_CHECK_IO(internal::is_section(e.section) && !e.name.empty(), ctx, ": tensor ", tensor,
                   ": section must be model or optimizer and the name non-empty");
-  const json& shape = t.value("shape", json());
-  COHORT_CHECK_IO(shape.is_array() && std::all_of(shape.begin(), shape.end(), is_count), ctx,
-                  ": tensor ", tensor, ": \"shape\" must be an array of sizes, got ", shape.dump());
-  e.shape = shape.get<Shape>();
+  uint64_t numel = 0;
+  e.shape = internal::parse_shape(detail::str(ctx, ": tensor ", tensor), t.value("shape", json()),
+                                  &numel);
   e.dtype = parse_dtype(t.value("dtype", json()), tensor);
   COHORT_CHECK_IO(t.contains("pieces") && t["pieces"].is_array(), ctx, ": tensor ", tensor,
                   ": no \"pieces\" array");
@@ -76,10 +78,12 @@ void check_coverage(ViewEntry& e, int world) {
   int64_t covered = 0;
   const ViewPiece* prev = nullptr;
   for (const ViewPiece& p : e.pieces) {
+    // Compared without forming begin + numel, which a damaged index can overflow.
+    COHORT_CHECK_IO(p.begin <= total && p.numel <= total - p.begin, kIndex, ": tensor ", tensor,
+                    ": the piece of ", p.numel, " elements at ", p.begin, " in ", where(p, world),
+                    " is past the end of its ", total, " elements (shape ", shape_str(e.shape),
+                    ")");
     const int64_t end = p.begin + p.numel;
-    COHORT_CHECK_IO(end <= total, "checkpoint: tensor ", tensor, ": piece [", p.begin, ", ", end,
-                    ") in ", where(p, world), " is past the end of its ", total,
-                    " elements (shape ", shape_str(e.shape), ")");
     if (p.numel == 0) continue;
     COHORT_CHECK_IO(p.begin <= covered, "checkpoint: tensor ", tensor, ": elements [", covered,
                     ", ", p.begin, ") are in no shard (a hole before the piece at ", p.begin,
@@ -128,10 +132,10 @@ ShardedView::ShardedView(const CheckpointData& d) {
 void ShardedView::parse_index(const json& index) {
   COHORT_CHECK_IO(index.is_object() && index.contains("world") &&
                       index["world"].is_number_integer() && index["world"].get<int64_t>() >= 1 &&
-                      index["world"].get<int64_t>() <= 99999 && index.contains("tensors") &&
-                      index["tensors"].is_array(),
+                      index["world"].get<int64_t>() <= kMaxShardWorld &&
+                      index.contains("tensors") && index["tensors"].is_array(),
                   "checkpoint shard index (state.json \"shards\"): expected {\"world\": N (1 to ",
-                  "99999), \"tensors\": [...]}, got ", index.dump().substr(0, 200));
+                  kMaxShardWorld, "), \"tensors\": [...]}, got ", index.dump().substr(0, 200));
   world_ = index["world"].get<int>();
   for (const json& t : index["tensors"]) {
     ViewEntry e = parse_entry(t, world_);

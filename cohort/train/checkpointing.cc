@@ -389,8 +389,8 @@ LoopPosition resume_position(const Trainer::State& s, const ckpt::CheckpointData
   } catch (const std::exception& e) {
     log::error("ckpt", e.what());
   }
-  try {
-    s.world->group->barrier(std::chrono::seconds(10));
+  try {  // a job of one has no group and no one to wait for
+    if (s.world->distributed()) s.world->group->barrier(std::chrono::seconds(10));
   } catch (const std::exception&) {  // a peer already gone: nothing more to wait for
   }
   if (error) std::rethrow_exception(error);

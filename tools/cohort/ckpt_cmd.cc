@@ -21,11 +21,20 @@ struct Loaded {
 };
 
 // Loads and verifies `dir`: a step directory, or a root's newest verified step.
+// A step directory, even a damaged one (its manifest gone): loading it as one names what is
+// wrong, where treating it as a root would only say that no step in it verifies.
+bool looks_like_step_dir(const std::string& dir) {
+  std::error_code ec;
+  if (fs::path(dir).filename().string().starts_with("step-")) return true;
+  for (const char* name : {"MANIFEST.json", "state.json", "model.safetensors"})
+    if (fs::exists(fs::path(dir) / name, ec)) return true;
+  return false;
+}
+
 Loaded load_checkpoint(const std::string& dir) {
   std::error_code ec;
   COHORT_CHECK_ARG(fs::is_directory(dir, ec), "checkpoint ", dir, ": no such directory");
-  if (fs::exists(fs::path(dir) / "MANIFEST.json", ec))
-    return {dir, ckpt::CheckpointManager::load(dir)};
+  if (looks_like_step_dir(dir)) return {dir, ckpt::CheckpointManager::load(dir)};
   ckpt::CheckpointManager root({.dir = dir, .keep = 0, .async = false});
   std::optional<ckpt::CheckpointData> d = root.load_latest();
   COHORT_CHECK_IO(d.has_value(), "checkpoint ", dir,
@@ -81,7 +90,6 @@ int inspect(const std::string& dir) {
 }
 
 int reshard(const std::string& src, const std::string& dst, int world) {
-  COHORT_CHECK_ARG(world >= 1, "--world is ", world, ", expected >= 1");
   const Loaded c = load_checkpoint(src);
   const int from = ckpt::ShardedView(c.data).world();
   const ckpt::CheckpointData out = ckpt::reshard(c.data, world);
@@ -117,7 +125,9 @@ void add_ckpt_command(CLI::App& app, Handlers& h) {
   rs->add_option("src", *src, "Step directory, or checkpoint root (its newest verified step)")
       ->required();
   rs->add_option("dst", *dst, "Checkpoint root to write DST/step-<N>/ into")->required();
-  rs->add_option("--world", *world, "Number of shards to write")->required();
+  rs->add_option("--world", *world, "Number of shards to write")
+      ->required()
+      ->check(CLI::Range(1, ckpt::kMaxShardWorld));
   rs->callback([&h, src, dst, world] { h.run = [=] { return reshard(*src, *dst, *world); }; });
 }
 

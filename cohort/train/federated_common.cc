@@ -97,6 +97,12 @@ void check_federated_config(const Config& cfg) {
                    dataset, "')");
   COHORT_CHECK_ARG(cfg.get_string("model.type") != "gpt",
                    "federated learning trains a classifier: model.type = 'gpt' is not supported");
+  // Checked before anything listens or starts: no round could ever gather enough updates.
+  const int64_t clients = cfg.get_int("fl.clients"), min_clients = cfg.get_int("fl.min_clients");
+  COHORT_CHECK_ARG(min_clients <= clients, "fl.min_clients = ", min_clients,
+                   " is more than fl.clients = ", clients,
+                   ": a round needs fl.min_clients updates, so none could ever count; lower "
+                   "fl.min_clients or raise fl.clients (`cohort fl run --clients K` sets it)");
 }
 
 }  // namespace cohort::train::fl

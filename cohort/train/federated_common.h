@@ -42,7 +42,8 @@ std::vector<int64_t> labels_of(const data::Dataset& d);
 // fl.min_samples and run.seed cut it: the same on the server and every client.
 std::vector<std::vector<int64_t>> partition(const Config& cfg, const data::Dataset& train);
 
-// InvalidArgument unless the config trains a classifier on images (what fl.partition splits).
+// InvalidArgument unless the config trains a classifier on images (what fl.partition splits)
+// and fl.min_clients <= fl.clients.
 void check_federated_config(const Config& cfg);
 
 }  // namespace cohort::train::fl

@@ -1,5 +1,7 @@
 // `cohort fl` as users run it: real server and client processes over TLS with the job's keys,
-// kill -9 of clients mid-round, restarts that rejoin, a resumed server, and refused peers.
+// kill -9 of clients mid-round, restarts that rejoin, a resumed server, refused peers (another
+// job's certificate, a connect-and-close, garbage, a client id its certificate does not name),
+// and a config whose fl.min_clients no round could reach.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -180,13 +182,71 @@ TEST(FlE2e, AClientWithAnotherJobsCertificateIsRefusedAndLogged) {
   EXPECT_NE(bad.status, 0) << bad.output;
   EXPECT_TRUE(contains(bad, "TLS")) << bad.output;
   EXPECT_TRUE(wait_for_text(server, "TLS", 10s)) << server.output();
-  // Garbage on the port does not stop the server: a good client still finishes the job.
-  run_shell("bash -c 'head -c 200000 /dev/urandom > /dev/tcp/" + addr.substr(0, addr.find(':')) +
-            "/" + addr.substr(addr.find(':') + 1) + "'");
+  // A connect-and-close with no byte (it once wedged the TLS server for good), then garbage on
+  // the port, do not stop the server: a good client still finishes the job.
+  const std::string tcp = "/dev/tcp/" + addr.substr(0, addr.find(':')) + "/" +
+                          addr.substr(addr.find(':') + 1);
+  run_shell("bash -c 'exec 3<>" + tcp + "; exec 3>&-'");
+  run_shell("bash -c 'head -c 200000 /dev/urandom > " + tcp + "'");
   CliResult good = run_cli("fl client" + common + " --set fl.keys=" + (dir / "a").string() +
                            " --server " + addr + " --client-id 1");
   EXPECT_EQ(good.status, 0) << good.output;
   EXPECT_EQ(server.wait(), 0) << server.output();
+}
+
+TEST(FlE2e, AClientWhoseIdIsNotItsCertificatesIsRefusedNamingBoth) {
+  const auto dir = fresh_dir("cohort_fl_", "ids");
+  const auto keys = dir / "keys", stolen = dir / "stolen";
+  ASSERT_EQ(run_cli("fl keys " + keys.string() + " --clients 3").status, 0);
+  // Client 2's key directory, holding client 1's certificate and key under client 2's names.
+  std::filesystem::create_directories(stolen);
+  for (const char* f : {"ca.pem", "secret"}) std::filesystem::copy_file(keys / f, stolen / f);
+  std::filesystem::copy_file(keys / "client-1.pem", stolen / "client-2.pem");
+  std::filesystem::copy_file(keys / "client-1.key", stolen / "client-2.key");
+  const std::string common = " " + std::string(COHORT_SOURCE_DIR) +
+                             "/examples/fashion_mlp_fl.toml" + sets(dir, "run") +
+                             " --set fl.rounds=1 --set fl.min_clients=1 --set fl.wait_clients_s=8";
+  Proc server(std::string(COHORT_BIN) + " fl server" + common + " --set fl.keys=" +
+                  keys.string() + " --address-file " + (dir / "addr").string(),
+              (dir / "server.log").string());
+  const std::string addr = wait_for_file(dir / "addr", 60s);
+  ASSERT_FALSE(addr.empty()) << server.output();
+  CliResult bad = run_cli("fl client" + common + " --set fl.keys=" + stolen.string() +
+                          " --server " + addr + " --client-id 2");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_TRUE(contains(bad, "claims to be client 2 but its certificate names client 1"))
+      << bad.output;
+  EXPECT_TRUE(wait_for_text(server, "claims to be client 2 but its certificate names client 1",
+                            10s))
+      << server.output();
+  CliResult good = run_cli("fl client" + common + " --set fl.keys=" + keys.string() +
+                           " --server " + addr + " --client-id 1");
+  EXPECT_EQ(good.status, 0) << good.output;
+  EXPECT_EQ(server.wait(), 0) << server.output();
+  EXPECT_EQ(rounds_of(dir / "run").at(0)["participants"], nlohmann::json::array({1}));
+}
+
+TEST(FlE2e, MinClientsAboveTheClientsExitsAtOnceNamingTheKeys) {
+  const auto dir = fresh_dir("cohort_fl_", "min");
+  const auto start = Clock::now();
+  CliResult r = run_cli("fl run " + std::string(COHORT_SOURCE_DIR) +
+                        "/examples/fashion_mlp_fl.toml --clients 2 --set fl.min_clients=3" +
+                        sets(dir, "run"));
+  EXPECT_LT(Clock::now() - start, 5s) << r.output;  // it waited 31 s for clients
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(contains(r, "fl.min_clients = 3 is more than fl.clients = 2")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "run" / "keys")) << "nothing is made before the check";
+}
+
+TEST(FlE2e, AServerThatFailsAfterListeningTakesItsClientsDownAtOnce) {
+  const auto dir = fresh_dir("cohort_fl_", "fail");
+  const auto start = Clock::now();
+  CliResult r = run_cli("fl run " + std::string(COHORT_SOURCE_DIR) +
+                        "/examples/fashion_mlp_fl.toml --clients 2 --set run.resume=" +
+                        (dir / "no-such-checkpoint").string() + sets(dir, "run"));
+  EXPECT_LT(Clock::now() - start, 15s) << r.output;  // its clients were waited for 30 s
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(contains(r, "no-such-checkpoint")) << r.output;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "cohort/core/error.h"
 #include "cohort/launch/launcher.h"
 #include "cohort/rendezvous/pki.h"
+#include "cohort/train/federated_common.h"
 #include "cohort/train/train_config.h"
 
 extern char** environ;
@@ -60,6 +61,7 @@ int exit_code(int status) {
 int run_local_federation(const std::string& config, std::vector<std::string> sets, int clients) {
   sets.push_back("fl.clients=" + std::to_string(clients));
   const Config cfg = train::load_config(config, sets, train::environment_snapshot());
+  train::fl::check_federated_config(cfg);  // before any key, server or client is made
   const std::filesystem::path run_dir =
       std::filesystem::path(cfg.get_string("run.dir")) / cfg.get_string("run.name");
   std::filesystem::create_directories(run_dir);
@@ -87,6 +89,10 @@ int run_local_federation(const std::string& config, std::vector<std::string> set
   }
   int status = 0;
   waitpid(server, &status, 0);
+  // Clients of a server that failed have nobody to train for: stop them now rather than let
+  // them look for it until their reconnect timeout. After a clean end they get 30 s to leave.
+  if (exit_code(status) != 0)
+    for (pid_t kid : kids) kill(kid, SIGTERM);
   const auto deadline = Clock::now() + std::chrono::seconds(30);
   for (pid_t kid : kids) {
     int s = 0;

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "cohort/core/local_workers.h"
+
 namespace cohort {
 namespace {
 
@@ -119,8 +121,7 @@ Pool& pool() {
 
 int default_num_threads() {
   int cores = std::max(1u, std::thread::hardware_concurrency());
-  int local = env_int("COHORT_LOCAL_WORLD_SIZE", env_int("LOCAL_WORLD_SIZE", 1));
-  return std::max(1, cores / local);
+  return std::max(1, cores / local_workers_from_env());  // whichever launcher started us
 }
 
 int num_threads() {

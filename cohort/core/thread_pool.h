@@ -3,8 +3,8 @@
 //
 // One pool per process, like torch.set_num_threads: threads are a process resource, not
 // per-communicator state (see docs/architecture.md). The default size is the number of cores
-// divided by the number of local workers (LOCAL_WORLD_SIZE / COHORT_LOCAL_WORLD_SIZE), so that
-// N workers on one host do not oversubscribe it.
+// divided by the number of local workers (local_workers.h: cohort's, torchrun's, Open MPI's,
+// MPICH's or SLURM's variables), so that N workers on one host do not oversubscribe it.
 #include <cstdint>
 #include <functional>
 

@@ -106,10 +106,26 @@ JobPlan make_plan(const LaunchOptions& o) {
 }
 
 // The store of one attempt, if this node hosts it (node_rank 0); bound to the master address.
-std::unique_ptr<rendezvous::TcpStoreServer> start_store(const JobPlan& plan) {
+// A --master the store cannot listen on is the user's choice, so the error names the option and
+// what to do rather than only the socket's complaint.
+std::unique_ptr<rendezvous::TcpStoreServer> start_store(const LaunchOptions& o,
+                                                        const JobPlan& plan) {
   if (!plan.host_store) return nullptr;
-  return std::make_unique<rendezvous::TcpStoreServer>(rendezvous::TcpStoreServerOptions{
-      .host = plan.store_host, .port = plan.store_port, .secret = plan.secret});
+  try {
+    return std::make_unique<rendezvous::TcpStoreServer>(rendezvous::TcpStoreServerOptions{
+        .host = plan.store_host, .port = plan.store_port, .secret = plan.secret});
+  } catch (const IoError& e) {
+    if (o.master.empty()) throw;
+    if (std::string(e.what()).find(strerror(EADDRINUSE)) != std::string::npos)
+      throw IoError(str("cohort run: --master ", o.master,
+                        " is in use: another program (an earlier job's store?) listens on that "
+                        "port; choose another PORT",
+                        o.nnodes == 1 ? ", or leave --master out to let the OS pick a free one"
+                                      : " (the same on every node)",
+                        " (", e.what(), ")"));
+    throw IoError(str("cohort run: cannot host the store on --master ", o.master, ": ", e.what(),
+                      "; ADDR must be an address of this machine (node 0)"));
+  }
 }
 
 std::string failure_summary(const std::string& who, int status) {
@@ -142,7 +158,9 @@ LaunchResult run(const LaunchOptions& options) {
     // A fresh server per attempt, so workers never see keys of the previous attempt. It is
     // created while the previous one still holds its port, so an OS-chosen port always
     // differs: a worker of the old attempt cannot reach the new store by accident.
-    std::unique_ptr<rendezvous::TcpStoreServer> next = start_store(plan);
+    // A fixed --master port cannot be bound twice: the previous store lets go of it first.
+    if (plan.store_port != 0) server.reset();
+    std::unique_ptr<rendezvous::TcpStoreServer> next = start_store(options, plan);
     server = std::move(next);
     const uint16_t port = server ? server->port() : plan.store_port;
     int signal = 0;

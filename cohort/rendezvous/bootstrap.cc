@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cohort/core/error.h"
+#include "cohort/core/local_workers.h"
 
 extern char** environ;
 
@@ -214,33 +215,11 @@ WorldInfo world_from_env(const EnvMap& env, const BootstrapOptions& options) {
 }
 
 int slurm_tasks_on_node(const std::string& spec, int node_id) {
-  // Comma-separated groups "N" or "N(xR)": R consecutive nodes running N tasks each.
-  int first_node = 0;
-  size_t pos = 0;
-  auto bad = [&](const char* why) {
-    return InvalidArgument(
-        detail::str("SLURM environment: SLURM_TASKS_PER_NODE='", spec, "' ", why));
-  };
-  while (pos < spec.size()) {
-    size_t end = spec.find(',', pos);
-    if (end == std::string::npos) end = spec.size();
-    std::string_view group(spec.data() + pos, end - pos);
-    int tasks = 0, repeat = 1;
-    auto [p, ec] = std::from_chars(group.data(), group.data() + group.size(), tasks);
-    if (ec != std::errc() || tasks < 1) throw bad("is not a list like 2(x3),1");
-    std::string_view rest(p, group.data() + group.size() - p);
-    if (!rest.empty()) {
-      if (!rest.starts_with("(x") || !rest.ends_with(")")) throw bad("is not a list like 2(x3),1");
-      auto [q, ec2] = std::from_chars(rest.data() + 2, rest.data() + rest.size() - 1, repeat);
-      if (ec2 != std::errc() || q != rest.data() + rest.size() - 1 || repeat < 1)
-        throw bad("is not a list like 2(x3),1");
-    }
-    if (node_id < first_node + repeat) return tasks;
-    first_node += repeat;
-    pos = end + 1;
-  }
-  throw bad(
-      detail::str("lists ", first_node, " nodes; SLURM_NODEID=", node_id, " is beyond").c_str());
+  // One parser of SLURM's "2(x3),1" for the world and the thread default (core/local_workers.h).
+  std::optional<int> tasks = slurm_tasks_on_node_or_none(spec, node_id);
+  COHORT_CHECK_ARG(tasks.has_value(), "SLURM environment: SLURM_TASKS_PER_NODE='", spec,
+                   "' is not a list like 2(x3),1 with an entry for SLURM_NODEID=", node_id);
+  return *tasks;
 }
 
 }  // namespace cohort::rendezvous

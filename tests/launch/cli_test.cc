@@ -40,6 +40,63 @@ TEST(RunCli, BadOptionsGiveAClearError) {
       << r.output;
 }
 
+// torchrun's spellings of -n and --master, with a space or '=' before the value.
+TEST(RunCli, TorchrunFlagNamesAreAccepted) {
+  const std::string port = std::to_string(cohort::testing::free_loopback_port());
+  for (const std::string& flags :
+       {"--nproc_per_node 2 --master_addr 127.0.0.1 --master_port " + port,
+        "--nproc-per-node=2 --master-addr=127.0.0.1 --master-port=" + port}) {
+    auto r = run_cli("run " + flags + " -- sh -c 'echo port $COHORT_MASTER_PORT'");
+    EXPECT_EQ(r.status, 0) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("cohort run: 2 workers, store 127.0.0.1:" + port + "\n"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("[rank 1] port " + port + "\n"), std::string::npos) << r.output;
+  }
+}
+
+// A listening socket on loopback, closed when the test ends: a port another program holds.
+struct HeldPort {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  HeldPort() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    listen(fd, 1);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~HeldPort() { close(fd); }
+};
+
+TEST(RunCli, ABusyMasterPortNamesTheOptionAndWhatToDo) {
+  HeldPort held;
+  const std::string master = "127.0.0.1:" + std::to_string(held.port);
+  auto r = run_cli("run -n 1 --master " + master + " -- true");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("cohort: error: cohort run: --master " + master + " is in use"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("choose another PORT, or leave --master out"), std::string::npos)
+      << r.output;
+  // torchrun's spelling of the same address gets the same message.
+  r = run_cli("run -n 1 --master-port " + std::to_string(held.port) + " -- true");
+  EXPECT_NE(r.output.find("--master " + master + " is in use"), std::string::npos) << r.output;
+}
+
+// A restart hosts a fresh store; on a fixed --master port the old one must let go of it first.
+TEST(RunCli, RestartsKeepAFixedMasterPort) {
+  const std::string master = "127.0.0.1:" + std::to_string(cohort::testing::free_loopback_port());
+  auto r = run_cli("run -n 1 --max-restarts 1 --master " + master +
+                   " -- sh -c '[ $COHORT_RESTART_COUNT = 0 ] && exit 3; echo attempt "
+                   "$COHORT_RESTART_COUNT'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] attempt 1\n"), std::string::npos) << r.output;
+}
+
 // torch.distributed's env:// rendezvous without torch: rank 0 serves on MASTER_ADDR:MASTER_PORT
 // (free, and not the cohort store's port), the others reach it there.
 TEST(RunCli, TorchrunStyleRendezvousOnMasterPortWorks) {

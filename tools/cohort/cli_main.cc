@@ -5,6 +5,7 @@
 #include "cohort/core/error.h"
 #include "tools/cohort/cli.h"
 #include "tools/cohort/commands.h"
+#include "tools/cohort/parse_errors.h"
 
 int cohort::cli::main(int argc, char** argv) {
   CLI::App app{"cohort: distributed deep-learning training"};
@@ -25,14 +26,14 @@ int cohort::cli::main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return cohort::cli::report_parse_error(app, e);  // exit 2, with a "did you mean"
   }
   if (parse_only) return 0;
   try {
     return handlers.run();
   } catch (const cohort::InvalidArgument& e) {
     std::fprintf(stderr, "cohort: error: %s\n", e.what());
-    return 2;
+    return cohort::cli::kUsageError;
   } catch (const cohort::Error& e) {
     std::fprintf(stderr, "cohort: error: %s\n", e.what());
     return 1;

@@ -1,6 +1,6 @@
 // `cohort run -n N [--nnodes M --node-rank I --master ADDR:PORT] [--max-restarts K] [--no-tag]
 //  [--servers S] -- PROGRAM ARGS...`: the torchrun of cohort (cohort/launch/launcher.h does the
-//  work).
+//  work). torchrun's flag spellings (--nproc_per_node, --master-addr/--master-port, ...) work.
 // Everything from PROGRAM on is the worker's command line, options included.
 #include <cstdio>
 #include <memory>
@@ -8,6 +8,7 @@
 #include "cohort/launch/launcher.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/dashboard_flags.h"
+#include "tools/cohort/master_flags.h"
 
 namespace cohort::cli {
 namespace {
@@ -18,10 +19,12 @@ struct RunCmdOptions {
   bool no_tag = false;
   double stop_grace_s = 5.0;
   DashboardArgs dashboard;
+  MasterArgs master;
 };
 
 int run_launch(RunCmdOptions& o) {
   o.launch.tag_output = !o.no_tag;
+  o.launch.master = master_address(o.master);
   o.launch.bind = launch::parse_bind(o.bind);
   o.launch.stop_grace =
       std::chrono::milliseconds(static_cast<long long>(o.stop_grace_s * 1000.0 + 0.5));
@@ -38,15 +41,18 @@ void add_run_command(CLI::App& app, Handlers& h) {
   CLI::App* cmd = app.add_subcommand(
       "run", "Launch N copies of a program with the COHORT_* rendezvous environment (torchrun)");
   auto o = std::make_shared<RunCmdOptions>();
-  cmd->add_option("-n,--nproc-per-node", o->launch.nproc_per_node, "Workers on this node")
+  // torchrun's underscore spellings are accepted too, so its command lines work unchanged.
+  cmd->add_option("-n,--nproc-per-node,--nproc_per_node", o->launch.nproc_per_node,
+                  "Workers on this node")
       ->capture_default_str();
   cmd->add_option("--nnodes", o->launch.nnodes, "Nodes in the job")->capture_default_str();
-  cmd->add_option("--node-rank", o->launch.node_rank, "This node's index, 0..nnodes-1")
+  cmd->add_option("--node-rank,--node_rank", o->launch.node_rank,
+                  "This node's index, 0..nnodes-1")
       ->capture_default_str();
-  cmd->add_option("--master", o->launch.master,
-                  "ADDR:PORT of the store, hosted by node 0 (required with --nnodes > 1; default: "
-                  "127.0.0.1 with a free port)");
-  cmd->add_option("--max-restarts", o->launch.max_restarts,
+  add_master_options(cmd, o->master,
+                     "ADDR:PORT of the store, hosted by node 0 (required with --nnodes > 1; "
+                     "default: 127.0.0.1 with a free port)");
+  cmd->add_option("--max-restarts,--max_restarts", o->launch.max_restarts,
                   "Restart all workers after a failure, up to K times (single node)")
       ->capture_default_str();
   cmd->add_option("--servers", o->launch.num_servers,

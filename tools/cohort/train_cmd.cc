@@ -14,6 +14,8 @@
 #include "cohort/train/trainer.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/dashboard_flags.h"
+#include "tools/cohort/master_flags.h"
+#include "tools/cohort/train_preflight.h"
 
 namespace cohort::cli {
 namespace {
@@ -27,6 +29,7 @@ struct TrainArgs {
   int max_restarts = 0;
   std::string bind = "auto";
   DashboardArgs dashboard;
+  MasterArgs master;  // where the launcher hosts the store (default: loopback, a free port)
 };
 
 int train_here(const TrainArgs& a) {
@@ -38,6 +41,7 @@ int train_here(const TrainArgs& a) {
     train::run_parameter_server(cfg, env);
     return 0;
   }
+  check_strategy_name(cfg);  // a line naming the key, not every strategy's description
   train::Trainer trainer(cfg);
   trainer.run();
   return 0;
@@ -47,6 +51,7 @@ int train_here(const TrainArgs& a) {
 int launch_workers(const TrainArgs& a) {
   // Fail on a bad config here, once, rather than in every worker.
   Config cfg = train::load_config(a.config, a.sets, train::environment_snapshot());
+  check_config_before_launch(cfg, a.workers);
   const bool ps = cfg.get_string("parallel.strategy") == "ps";
   COHORT_CHECK_ARG(ps == (a.servers > 0),
                    ps ? "cohort train: parallel.strategy = 'ps' needs parameter servers: add "
@@ -59,6 +64,7 @@ int launch_workers(const TrainArgs& a) {
   for (const std::string& s : a.sets) o.command.insert(o.command.end(), {"--set", s});
   if (!a.resume.empty()) o.command.insert(o.command.end(), {"--resume", a.resume});
   o.nproc_per_node = a.workers;
+  o.master = master_address(a.master);
   o.num_servers = a.servers;
   o.max_restarts = a.max_restarts;
   o.bind = launch::parse_bind(a.bind);
@@ -88,7 +94,8 @@ void add_train_command(CLI::App& app, Handlers& h) {
   auto a = std::make_shared<TrainArgs>();
   cmd->add_option("config", a->config, "TOML config file (see docs/config.md)")->required();
   cmd->add_option("--set", a->sets, "Override a key, e.g. --set optim.lr=0.1 (repeatable)");
-  cmd->add_option("--workers", a->workers,
+  // torchrun's names for it work too: a torchrun command line needs only its launcher changed.
+  cmd->add_option("--workers,--nproc-per-node,--nproc_per_node", a->workers,
                   "Launch N data-parallel workers on this machine (like torchrun "
                   "--nproc-per-node N)")
       ->check(CLI::Range(1, 1024))
@@ -109,12 +116,17 @@ void add_train_command(CLI::App& app, Handlers& h) {
                   "resume from the newest checkpoint. With --servers: a failed parameter server "
                   "restarts alone from its own checkpoint")
       ->check(CLI::Range(0, 1000));
+  add_master_options(cmd, a->master,
+                     "With --workers: ADDR:PORT to host the job's store on (default: 127.0.0.1 "
+                     "with a free port)");
   add_dashboard_options(cmd, a->dashboard);
   cmd->callback([&h, a] {
     h.run = [a] {
       if (a->dashboard.requested() && a->workers == 0) a->workers = 1;  // served by the launcher
       if (a->workers > 0) return launch_workers(*a);
       COHORT_CHECK_ARG(a->servers == 0, "cohort train: --servers needs --workers N");
+      COHORT_CHECK_ARG(master_address(a->master).empty(),
+                       "cohort train: --master needs --workers N (the launcher hosts the store)");
       COHORT_CHECK_ARG(a->max_restarts == 0,
                        "cohort train: --max-restarts needs --workers N (restarts are done by "
                        "the launcher)");

@@ -37,6 +37,7 @@ Prints one JSON line on stdout, a human line on stderr:
   {"impl":"torch-zero1","model":"gpt","workers":2,...,"samples_per_s":...,"memory_ranks":[...]}
 """
 import argparse
+import gc
 import json
 import math
 import os
@@ -199,9 +200,25 @@ def worker(rank, world, port, a, queue):
            "optimizer": tensor_bytes(list(local.state.values())),
            "optimizer_params": sum(p.numel() for g in local.param_groups for p in g["params"]),
            "max_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    result = {"rank": rank, "seconds": seconds, "final_loss": loss, "memory": mem,
+              "torch_version": torch.__version__}
+    # Teardown while the interpreter is fully alive. destroy_process_group() alone does not end
+    # the gloo process group: DDP's reducer and ZeroRedundancyOptimizer hold it, so it used to
+    # die with them later, and a C++ thread (gloo's workers, torch's thread pools) that takes
+    # the GIL once Python is finalizing is ended by pthread_exit from inside a noexcept frame:
+    # std::terminate, "terminate called without an active exception", SIGABRT. So: drop every
+    # holder, meet at a barrier (no rank closes the store while another still uses it), destroy
+    # the group, then leave without finalizing (SimpleQueue.put has written the result to the
+    # pipe before it returns).
+    del step, local, opt, net, model
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
-    queue.put({"rank": rank, "seconds": seconds, "final_loss": loss, "memory": mem,
-               "torch_version": torch.__version__})
+    gc.collect()
+    queue.put(result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def free_port():
@@ -216,7 +233,10 @@ def main():
 
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
-    mp.spawn(worker, args=(a.workers, free_port(), a, queue), nprocs=a.workers, join=True)
+    try:
+        mp.spawn(worker, args=(a.workers, free_port(), a, queue), nprocs=a.workers, join=True)
+    except mp.ProcessExitedException as e:  # names the rank and the signal or exit code
+        sys.exit(f"torch_zero: {e}")
     results = sorted((queue.get() for _ in range(a.workers)), key=lambda r: r["rank"])
     r = results[0]
     sps = a.workers * a.batch * a.steps / r["seconds"]

@@ -31,8 +31,8 @@ std::string earlier_root(const std::string& dir) {
 std::string claim_generation(const std::string& root) {
   std::error_code ec;
   fs::create_directories(root, ec);
-  COHORT_CHECK_IO(!ec, "cannot create ", root, " (where earlier checkpoints are kept): ",
-                  ec.message());
+  COHORT_CHECK_IO(!ec, "cannot create ", root,
+                  " (where earlier checkpoints are kept): ", ec.message());
   int64_t highest = 0;
   for (const auto& e : fs::directory_iterator(root, ec))
     highest = std::max(highest, generation_number(e.path().filename().string()));

@@ -37,6 +37,9 @@ std::vector<StepDir> scan_step_dirs(const std::string& dir);
 // (sharded_view.cc).
 // "<section>/<name>@<begin>": a piece's tensor name in its shard file.
 std::string piece_key(const std::string& section, const std::string& name, int64_t begin);
+// "shard-<r>-of-<N>.safetensors": the file name of rank r's pieces (sharded.h shard_file_name
+// plus the tensor file suffix).
+std::string shard_file(int rank, int world);
 // The rank and world of an extra file named "shard-<r>-of-<N>" (digits), else nullopt.
 std::optional<std::pair<int, int>> parse_shard_file_name(const std::string& name);
 // A "shape" array of non-negative sizes whose non-zero product fits in int64 (even for an empty

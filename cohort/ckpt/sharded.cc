@@ -15,15 +15,11 @@ namespace cohort::ckpt {
 namespace {
 using nlohmann::json;
 
-std::string file_of(int rank, int world) {
-  return shard_file_name(rank, world) + internal::kTensorFileSuffix;
-}
-
 // Arguments a piece must satisfy before it can be indexed (the rest, coverage and overlap, is
 // the view's check of the finished index).
 void check_piece(const TensorPiece& p, int rank, int world) {
   const std::string where = detail::str("add_shards: piece of tensor ", p.section, "/", p.name,
-                                        " for ", file_of(rank, world));
+                                        " for ", internal::shard_file(rank, world));
   COHORT_CHECK_ARG(internal::is_section(p.section), where, ": section '", p.section,
                    "' is not model or optimizer");
   COHORT_CHECK_ARG(!p.name.empty(), where, ": empty tensor name");
@@ -51,10 +47,10 @@ struct IndexBuilder {
     json& t = tensors[it->second];
     COHORT_CHECK_ARG(t["shape"].get<Shape>() == p.global_shape, "add_shards: tensor ", key,
                      " has global shape ", shape_str(t["shape"].get<Shape>()), " in one piece and ",
-                     shape_str(p.global_shape), " in ", file_of(rank, world));
+                     shape_str(p.global_shape), " in ", internal::shard_file(rank, world));
     COHORT_CHECK_ARG(t["dtype"] == safetensors_dtype(p.data.dtype()), "add_shards: tensor ", key,
                      " is ", t["dtype"].get<std::string>(), " in one piece and ",
-                     safetensors_dtype(p.data.dtype()), " in ", file_of(rank, world));
+                     safetensors_dtype(p.data.dtype()), " in ", internal::shard_file(rank, world));
     t["pieces"].push_back({{"shard", rank}, {"begin", p.begin}, {"numel", p.data.numel()}});
   }
 };
@@ -91,6 +87,10 @@ bool is_section(const std::string& section) {
 
 }  // namespace internal
 
+std::string internal::shard_file(int rank, int world) {
+  return shard_file_name(rank, world) + kTensorFileSuffix;
+}
+
 std::string shard_file_name(int rank, int world) {
   COHORT_CHECK_ARG(world >= 1 && rank >= 0 && rank < world, "shard_file_name: rank ", rank,
                    " of world ", world);
@@ -117,7 +117,7 @@ void add_shards(CheckpointData& d, int world,
       check_piece(p, r, world);
       const std::string key = internal::piece_key(p.section, p.name, p.begin);
       COHORT_CHECK_ARG(keys.insert(key).second, "add_shards: two pieces '", key, "' for ",
-                       file_of(r, world));
+                       internal::shard_file(r, world));
       index.add(p, r, world);
       file.emplace_back(key, p.data);
     }

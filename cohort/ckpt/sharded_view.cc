@@ -13,12 +13,8 @@ using internal::ViewEntry;
 using internal::ViewPiece;
 using nlohmann::json;
 
-std::string file_of(int rank, int world) {
-  return shard_file_name(rank, world) + internal::kTensorFileSuffix;
-}
-
 std::string where(const ViewPiece& p, int world) {
-  return p.shard < 0 ? std::string("the whole-tensor file") : file_of(p.shard, world);
+  return p.shard < 0 ? std::string("the whole-tensor file") : internal::shard_file(p.shard, world);
 }
 
 std::string key_of(const std::string& section, const std::string& name) {
@@ -154,7 +150,7 @@ void ShardedView::attach_pieces(const CheckpointData& d, bool indexed) {
     for (const ViewEntry& e : entries_)
       for (const ViewPiece& p : e.pieces)
         if (user.empty() && p.shard == int(r)) user = key_of(e.section, e.name);
-    throw IoError(detail::str("checkpoint: shard file ", file_of(int(r), world_),
+    throw IoError(detail::str("checkpoint: shard file ", internal::shard_file(int(r), world_),
                               " is missing (the index lists world ", world_, ")",
                               user.empty() ? "" : "; it holds a piece of tensor " + user));
   }
@@ -168,20 +164,20 @@ void ShardedView::attach_pieces(const CheckpointData& d, bool indexed) {
       auto it = file.find(key);
       COHORT_CHECK_IO(it != file.end(), "checkpoint: tensor ", key_of(e.section, e.name),
                       ": piece '", key, "' is in the index but missing from ",
-                      file_of(p.shard, world_));
+                      internal::shard_file(p.shard, world_));
       const Tensor& t = it->second;
       COHORT_CHECK_IO(t.dtype() == e.dtype && t.dim() == 1 && t.numel() == p.numel,
                       "checkpoint: tensor ", key_of(e.section, e.name), ": piece '", key, "' in ",
-                      file_of(p.shard, world_), " is ", safetensors_dtype(t.dtype()), " ",
-                      shape_str(t.shape()), ", the index says ", safetensors_dtype(e.dtype), " [",
-                      p.numel, "]");
+                      internal::shard_file(p.shard, world_), " is ", safetensors_dtype(t.dtype()),
+                      " ", shape_str(t.shape()), ", the index says ", safetensors_dtype(e.dtype),
+                      " [", p.numel, "]");
       p.data = t.contiguous_raw();
       file.erase(it);  // what stays is not in the index
     }
   }
   for (size_t r = 0; r < held.size(); ++r)
-    COHORT_CHECK_IO(held[r].empty(), "checkpoint: ", file_of(int(r), world_), " holds '",
-                    held[r].empty() ? "" : held[r].begin()->first,
+    COHORT_CHECK_IO(held[r].empty(), "checkpoint: ", internal::shard_file(int(r), world_),
+                    " holds '", held[r].empty() ? "" : held[r].begin()->first,
                     "', which the index in state.json does not list");
 }
 
@@ -192,10 +188,10 @@ void ShardedView::add_whole(const std::string& section, const NamedTensors& tens
     if (!fresh) {
       const ViewEntry& e = entries_[it->second];
       const bool whole = !e.pieces.empty() && e.pieces[0].shard < 0;
-      COHORT_CHECK_IO(
-          whole, "checkpoint: tensor ", key, " is both whole in ", section,
-          ".safetensors and in pieces in ",
-          e.pieces.empty() ? std::string("the shard index") : file_of(e.pieces[0].shard, world_));
+      COHORT_CHECK_IO(whole, "checkpoint: tensor ", key, " is both whole in ", section,
+                      ".safetensors and in pieces in ",
+                      e.pieces.empty() ? std::string("the shard index")
+                                       : internal::shard_file(e.pieces[0].shard, world_));
       throw IoError(
           detail::str("checkpoint: tensor ", key, " is twice in ", section, ".safetensors"));
     }

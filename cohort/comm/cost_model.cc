@@ -1,4 +1,5 @@
 #include "cohort/comm/cost_model.h"
+#include "cohort/core/clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -20,10 +21,6 @@ int floor_pow2(int n) {
 double fold_us(const CostModel& m, int n, double bytes) {
   if (n == floor_pow2(n)) return 0;
   return 2 * m.alpha_us + 2 * bytes * m.beta_us_per_byte + bytes * m.gamma_us_per_byte;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Half the mean round trip of `iters` ping-pongs of `bytes` between ranks 0 and 1, in us.

@@ -11,7 +11,7 @@ Bind parse_bind(const std::string& text) {
   if (text == "core") return Bind::kCore;
   if (text == "none") return Bind::kNone;
   throw InvalidArgument(
-      detail::str("cohort run: --bind '", text, "' is not one of auto, core, none"));
+      cohort::detail::str("cohort run: --bind '", text, "' is not one of auto, core, none"));
 }
 
 std::vector<int> worker_cpus(Bind bind, int workers, const std::vector<int>& usable) {

@@ -1,5 +1,6 @@
 // CompressionHook (compression_hook.h): per-bucket state, the exchange paths, metrics.
 #include "cohort/parallel/compression_hook.h"
+#include "cohort/core/clock.h"
 
 #include <chrono>
 
@@ -11,10 +12,6 @@ namespace cohort::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 comm::Work finished(const char* name) {
   comm::Work w = comm::Work::pending(name);

@@ -1,4 +1,5 @@
 #include "cohort/parallel/gossip_strategy.h"
+#include "cohort/core/clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -77,10 +78,6 @@ int64_t total_numel(const NamedTensors& params) {
   int64_t n = 0;
   for (const auto& [name, p] : params) n += p.numel();
   return n;
-}
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 void flatten(const NamedTensors& params, std::vector<float>& out) {

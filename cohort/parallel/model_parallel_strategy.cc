@@ -2,6 +2,7 @@
 // over dp, clipping over every stage and shard, evaluation, metrics. Checkpoints:
 // model_parallel_checkpoint.cc; building the model: model_parallel_model.cc.
 #include "cohort/parallel/model_parallel_strategy.h"
+#include "cohort/core/clock.h"
 
 #include <chrono>
 #include <cmath>
@@ -19,10 +20,6 @@ std::string fixed(double v, int digits) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 // The model a mesh strategy trains: what make_gpt_chunks built, with its mesh.

@@ -1,4 +1,5 @@
 #include "cohort/parallel/pipeline_engine.h"
+#include "cohort/core/clock.h"
 
 #include <chrono>
 #include <map>
@@ -19,10 +20,6 @@ namespace cohort::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // Ranks run as threads of one process in tests and benches, and the allocator's figures are
 // the process's. Holding this lock (PipelineOptions::exclusive_compute) around every tensor
 // allocation and free of a step makes the bytes a forward leaves allocated this rank's alone.

@@ -1,5 +1,6 @@
 // PowerSgdHook (powersgd_hook.h): per-bucket plans, the two allreduces, state.
 #include "cohort/parallel/powersgd_hook.h"
+#include "cohort/core/clock.h"
 
 #include <chrono>
 #include <cmath>
@@ -16,10 +17,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using cpu::MatRef;
 using cpu::Trans;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 comm::Work finished() {
   comm::Work w = comm::Work::pending("powersgd decode");

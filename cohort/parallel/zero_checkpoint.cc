@@ -9,10 +9,6 @@
 namespace cohort::parallel {
 namespace {
 
-Tensor range_of(const Tensor& flat, int64_t begin, int64_t n) {
-  return flat.as_strided({n}, {1}, flat.offset() + begin);
-}
-
 std::string unit_key(const ZeroEngine::Unit& u) {
   return u.plan.name.empty() ? "<root>" : u.plan.name;
 }

@@ -14,12 +14,6 @@ namespace {
 Tensor flat_f32(int64_t n) {
   return zeros({n}, DType::f32);
 }
-
-// Elements [begin, begin + n) of a 1-D tensor, sharing its storage.
-Tensor range_of(const Tensor& flat, int64_t begin, int64_t n) {
-  return flat.as_strided({n}, {1}, flat.offset() + begin);
-}
-
 }  // namespace
 
 ZeroEngine::ZeroEngine(nn::Module& model, const optim::Optimizer& user_optimizer,

@@ -42,6 +42,11 @@
 
 namespace cohort::parallel {
 
+// Elements [begin, begin + n) of a 1-D flat buffer, as a view of it (no copy).
+inline Tensor range_of(const Tensor& flat, int64_t begin, int64_t n) {
+  return flat.as_strided({n}, {1}, flat.offset() + begin);
+}
+
 struct ZeroOptions {
   int stage = 1;
   double unit_mb = 1.0;  // unit size cap (zero_units.h), MiB of float32 parameters

@@ -1,4 +1,5 @@
 #include "cohort/ps/ps_strategy.h"
+#include "cohort/core/clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -133,10 +134,6 @@ WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
 
 // The staleness histogram's buckets: 0 .. kHistBuckets-2, and "kHistBuckets-1 or more".
 constexpr size_t kHistBuckets = 9;
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 

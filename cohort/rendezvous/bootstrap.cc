@@ -1,13 +1,13 @@
 #include "cohort/rendezvous/bootstrap.h"
 
+#include <unistd.h>  // environ (declared with _GNU_SOURCE, which g++ defines)
+
 #include <charconv>
 #include <optional>
 #include <vector>
 
 #include "cohort/core/error.h"
 #include "cohort/core/local_workers.h"
-
-extern char** environ;
 
 namespace cohort::rendezvous {
 namespace {

@@ -1,11 +1,10 @@
 #include "cohort/train/train_config.h"
 
 #include <toml++/toml.h>
+#include <unistd.h>  // environ (declared with _GNU_SOURCE, which g++ defines)
 #include <filesystem>
 
 #include "cohort/core/error.h"
-
-extern char** environ;
 
 namespace cohort::train {
 namespace {

@@ -78,7 +78,7 @@ void add_round_keys(ConfigRegistry& r) {
          0.1});
 }
 
-void add_strategy_keys(ConfigRegistry& r) {
+void add_fl_strategy_keys(ConfigRegistry& r) {
   r.add({"fl.strategy", T::kString, std::string("fedavg"),
          "Aggregation: `fedavg`, `fedprox` (clients add mu/2 |w - w_global|^2), `fedavgm` "
          "(server momentum), or one a program registered (federated/strategy.h)."});
@@ -180,7 +180,7 @@ void add_security_keys(ConfigRegistry& r) {
 
 void add_federated_keys(ConfigRegistry& r) {
   add_round_keys(r);
-  add_strategy_keys(r);
+  add_fl_strategy_keys(r);
   add_security_keys(r);
 }
 

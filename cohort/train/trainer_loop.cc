@@ -4,6 +4,7 @@
 #include <thread>
 #include <tuple>
 
+#include "cohort/core/clock.h"
 #include "cohort/data/loader.h"
 #include "cohort/data/text.h"
 #include "cohort/nn/loss.h"
@@ -14,10 +15,6 @@
 
 namespace cohort::train {
 namespace {
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // The rank fault.slow_rank slows at `step`: that rank, or with fault.slow_rotate the next one
 // each step (a transient straggler that moves around the job). -1: none.

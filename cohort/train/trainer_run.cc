@@ -5,6 +5,7 @@
 
 #include "cohort/autograd/node.h"
 #include "cohort/ckpt/checkpoint_aside.h"
+#include "cohort/core/clock.h"
 #include "cohort/core/logging.h"
 #include "cohort/core/thread_pool.h"
 #include "cohort/nn/layers.h"
@@ -20,10 +21,6 @@ namespace cohort::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 std::unique_ptr<ckpt::CheckpointManager> make_checkpoints(const Config& cfg,
                                                           const std::string& run_dir) {

@@ -18,8 +18,6 @@ namespace cohort::comm::service {
 namespace {
 
 constexpr size_t kReadChunk = size_t{256} << 10;
-// Frame bodies at least this large are received into their own buffer (read_loop).
-constexpr size_t kDirectBytes = size_t{64} << 10;
 // The handshake gets its own bound: a server that accepted but is wedged must not hold us for
 // the whole connect retry window.
 constexpr Millis kAuthTimeout = std::chrono::seconds(30);

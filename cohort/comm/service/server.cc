@@ -45,8 +45,6 @@ namespace {
 // Answers at least this large are written straight from the handler's buffer when nothing is
 // queued before them (send_direct); smaller ones are copied into the queue.
 constexpr size_t kDirectSendBytes = size_t{64} << 10;
-// Request bodies at least this large are received into their own buffer (start_body).
-constexpr size_t kDirectBytes = size_t{64} << 10;
 
 rendezvous::ServerLoopOptions loop_options(const ServerOptions& o) {
   COHORT_CHECK_ARG(o.max_payload_bytes > 0 && o.max_payload_bytes <= (size_t{1} << 31),

@@ -53,4 +53,8 @@ void encode_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Byte
 inline constexpr size_t kFrameHeadBytes = kHeaderBytes + kIdBytes;
 void encode_head(Kind kind, uint64_t id, size_t payload_size, uint8_t (&out)[kFrameHeadBytes]);
 
+// Frame bodies at least this large are received straight into their own buffer (the client's
+// read_loop, the server's start_body) instead of being copied out of the read chunk.
+inline constexpr size_t kDirectBytes = size_t{64} << 10;
+
 }  // namespace cohort::comm::service

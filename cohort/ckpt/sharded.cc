@@ -148,9 +148,7 @@ void cut_section(const ShardedView& view, const std::string& section, int world,
     for (size_t i = 0; i < names.size(); ++i) {
       TensorPiece p{section, names[i], view.shape(section, names[i])};
       if (numels[i] == 0) {
-        const int64_t s = layout.shard_size();
-        const int owner = s > 0 ? int(std::min<int64_t>(world - 1, layout.offset(i) / s)) : 0;
-        if (owner != r) continue;
+        if (layout.owner(layout.offset(i)) != r) continue;
         p.data = view.read(section, names[i], 0, 0);
       } else if (next < cut.size() && cut[next].index == i) {
         p.begin = cut[next].begin;

@@ -4,28 +4,15 @@
 
 #include <cstring>
 
-#include "cohort/autograd/engine.h"
 #include "cohort/core/logging.h"
 
 namespace cohort::parallel {
-namespace {
-
-// Rides in the queued end-of-backward callback. If the engine drops the callback (the graph or
-// an earlier callback threw), the token dies unrun and tells the reducer that this pass is
-// abandoned, so the next pass starts clean instead of believing it is still mid-iteration.
-struct FinalizeToken {
-  std::weak_ptr<Reducer> reducer;
-  bool ran = false;
-  ~FinalizeToken() {
-    if (ran) return;
-    if (auto r = reducer.lock()) r->abandon_iteration();
-  }
-};
-
-}  // namespace
-
 Reducer::Reducer(std::vector<Param> params, comm::ProcessGroup& group, DdpOptions options)
-    : params_(std::move(params)), group_(group), options_(options) {
+    : params_(std::move(params)),
+      group_(group),
+      options_(options),
+      engine_(std::make_shared<GradBucketing>(GradBucketing::Order::fixed,
+                                              GradBucketing::Start::first_hook, policy())) {
   for (const Param& p : params_) {
     COHORT_CHECK_ARG(p.tensor.dtype() == DType::f32, "DDP: parameter '", p.name, "' is ",
                      dtype_name(p.tensor.dtype()), "; DDP averages float32 parameters only");
@@ -36,8 +23,23 @@ Reducer::Reducer(std::vector<Param> params, comm::ProcessGroup& group, DdpOption
   std::vector<size_t> order;
   for (size_t i = params_.size(); i-- > 0;) order.push_back(i);
   build_buckets(order);
-  reset_iteration();
   arm_destinations();
+}
+
+// DDP as a policy on the bucketing engine: hooks and the order of launches are the engine's.
+GradBucketing::Policy Reducer::policy() {
+  return {.take = [this](size_t p) { take_grad(p); },
+          .launch = [this](size_t b) { return launch(b); },
+          .begin = [this] { begin_iteration(); },
+          .after_hook = [this] { engine_->poll([this](size_t b) { observe_done(b); }); },
+          .end_of_backward = [this] { finalize(); },
+          .abandoned = [this] { on_abandoned(); },
+          .ready_twice = [this](size_t p) {
+            COHORT_CHECK_ARG(false, "DDP: the gradient of '", params_[p].name,
+                             "' became ready twice in one backward pass; DDP supports one "
+                             "backward per forward (reuse of a parameter is fine: its gradient "
+                             "is summed first)");
+          }};
 }
 
 // Parameters of one module ("layers.0.weight", "layers.0.bias": the name up to its last dot)
@@ -54,7 +56,7 @@ std::vector<int> Reducer::module_groups() const {
 }
 
 Reducer::~Reducer() {
-  drain();
+  engine_->drain();
   disarm_destinations();
 }
 
@@ -105,12 +107,16 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
   buckets_.clear();
   buckets_.resize(layouts.size());
   slots_.assign(params_.size(), Slot{});
+  std::vector<std::vector<size_t>> bucket_of(params_.size());
   bool all_shared = true;
   for (size_t b = 0; b < layouts.size(); ++b) {
     bool shared = false;
     buckets_[b].flat = bucket_buffer(layouts[b].numel, &shared);
     all_shared &= shared;
-    for (size_t k = 0; k < layouts[b].params.size(); ++k) slots_[layouts[b].params[k]] = {b, k};
+    for (size_t k = 0; k < layouts[b].params.size(); ++k) {
+      slots_[layouts[b].params[k]] = {b, k};
+      bucket_of[layouts[b].params[k]] = {b};
+    }
     buckets_[b].layout = std::move(layouts[b]);
   }
   // Every rank must pass arena buffers to a bucket's allreduce, or none (the algorithm is
@@ -126,6 +132,7 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
     for (Bucket& b : buckets_) b.flat = zeros({int64_t(b.layout.numel)});
   }
   describe_buckets();
+  engine_->set_plan(ReadyCounter(std::move(bucket_of), buckets_.size()));
 }
 
 // What each bucket's comm hook is handed: fixed for a bucket assignment, so built here once
@@ -149,65 +156,22 @@ void Reducer::describe_buckets() {
 }
 
 void Reducer::install_hooks() {
-  std::weak_ptr<Reducer> weak = weak_from_this();
-  for (size_t p = 0; p < params_.size(); ++p) {
-    params_[p].tensor.register_grad_ready_hook([weak, p](Tensor&) {
-      if (auto self = weak.lock()) self->on_grad_ready(p);
-    });
-  }
+  std::vector<Tensor> tensors;
+  for (const Param& p : params_) tensors.push_back(p.tensor);
+  engine_->install(tensors);
 }
 
-void Reducer::detach() {
-  detached_ = true;
-}
-
-void Reducer::on_grad_ready(size_t p) {
-  if (detached_ || !sync_) return;  // no_sync: .grad just accumulates
-  if (!in_iteration_) begin_iteration();
-  mark_ready(p, params_[p].tensor.grad());
-  poll_done();
-}
-
+// The first hook of a synced pass (the engine drained an abandoned pass and reset before).
 void Reducer::begin_iteration() {
-  if (needs_drain_) {
-    drain();
-    needs_drain_ = false;
-  }
-  reset_iteration();
-  in_iteration_ = true;
   first_hook_ = Clock::now();
   sent0_ = group_.bytes_sent();
   received0_ = group_.bytes_received();
-  auto token = std::make_shared<FinalizeToken>();
-  token->reducer = weak_from_this();
-  autograd::queue_callback([token] {
-    token->ran = true;
-    if (auto self = token->reducer.lock()) self->finalize();
-  });
 }
 
-void Reducer::reset_iteration() {
-  in_iteration_ = false;
-  ready_.assign(params_.size(), false);
-  ready_order_.clear();
-  next_launch_ = 0;
-  next_poll_ = 0;
-  for (Bucket& b : buckets_) {
-    b.pending = b.layout.params.size();
-    b.work = comm::Work();
-    b.observed_done = false;
-  }
-}
-
-void Reducer::abandon_iteration() noexcept {
-  in_iteration_ = false;
-  needs_drain_ = true;
+void Reducer::on_abandoned() {
   // With bucket views .grad is bucket memory: what is in flight must land before anything
   // (the next backward's accumulation, the user's error handling) touches .grad again.
-  if (options_.gradient_as_bucket_view) {
-    drain();
-    needs_drain_ = false;
-  }
+  if (options_.gradient_as_bucket_view) engine_->drain();
 }
 
 Tensor Reducer::slot_view(size_t p) const {
@@ -217,46 +181,23 @@ Tensor Reducer::slot_view(size_t p) const {
                                             int64_t(buckets_[s.bucket].layout.offsets[s.index]));
 }
 
-// Whether `grad` already is the parameter's bucket slot `view` (gradient_as_bucket_view: set
-// by an earlier step, then accumulated into in place by backward).
-bool Reducer::is_slot(const Tensor& grad, const Tensor& view) {
-  return grad.defined() && grad.raw_data() == view.raw_data() && grad.shape() == view.shape() &&
-         grad.is_contiguous();
-}
-
 // An undefined grad (an unused parameter with find_unused_parameters) contributes zeros.
-void Reducer::mark_ready(size_t p, const Tensor& grad) {
-  COHORT_CHECK_ARG(!ready_[p], "DDP: the gradient of '", params_[p].name,
-                   "' became ready twice in one backward pass; DDP supports one backward per "
-                   "forward (reuse of a parameter is fine: its gradient is summed first)");
+void Reducer::take_grad(size_t p) {
+  const Tensor& grad = params_[p].tensor.grad();
   Tensor view = slot_view(p);
-  if (!is_slot(grad, view)) {
-    if (grad.defined()) {
-      view.copy_(grad);
-    } else {
-      view.zero_();
-    }
-    if (options_.gradient_as_bucket_view) params_[p].tensor.set_grad(view);
+  if (is_bucket_slot(grad, view)) return;
+  if (grad.defined()) {
+    view.copy_(grad);
+  } else {
+    view.zero_();
   }
-  ready_[p] = true;
-  ready_order_.push_back(p);
-  if (--buckets_[slots_[p].bucket].pending == 0) launch_ready_buckets();
+  if (options_.gradient_as_bucket_view) params_[p].tensor.set_grad(view);
 }
 
-// Launches in index order only: a complete bucket waits for all earlier ones.
-void Reducer::launch_ready_buckets() {
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    launch(next_launch_++);
-  }
-}
-
-void Reducer::poll_done() {
-  // Collectives complete in issue order, so only the oldest unobserved one needs a look.
-  while (next_poll_ < next_launch_ && buckets_[next_poll_].work.done()) {
-    buckets_[next_poll_].observed_done = true;
-    buckets_[next_poll_].done_at = buckets_[next_poll_].work.finished_at().value_or(Clock::now());
-    ++next_poll_;
-  }
+// Seen done at a later hook or in the end-of-backward wait: its own end time where known.
+void Reducer::observe_done(size_t b) {
+  const comm::Work& work = engine_->work(b);
+  buckets_[b].done_at = work.finished_at().value_or(Clock::now());
 }
 
 std::string Reducer::bucket_name(size_t b) const {
@@ -268,16 +209,6 @@ std::string Reducer::bucket_name(size_t b) const {
   if (l.params.size() > 3) names += ", ...";
   return detail::str("DDP bucket ", b, " of ", buckets_.size(), " (", l.params.size(),
                      " parameter(s): ", names, "; ", l.numel, " floats)");
-}
-
-void Reducer::drain() noexcept {
-  for (Bucket& b : buckets_) {
-    if (!b.work.valid()) continue;
-    // Bounded by the operations' own deadlines; never runs a comm hook's continuation (a
-    // collective issued now could hang peers that are not in this pass any more), never throws:
-    // the pass that launched it is failing or gone, and its error was (or will be) reported.
-    b.work.wait_issued();
-  }
 }
 
 }  // namespace cohort::parallel

@@ -1,15 +1,14 @@
 #pragma once
 // Reducer: DDP's gradient averaging, overlapped with backward (after torch's reducer.cpp).
 //
-// Protocol, per synced backward (every rank runs the same steps in the same order):
-//   1. The first grad-ready hook of the pass starts an iteration and queues finalize() with
-//      autograd::queue_callback, so it runs when the graph is done, before backward() returns.
+// The hooks, the ready counting, the launches in bucket order and the waits are the bucketing
+// engine's (bucketing.h); the Reducer is its DDP policy. Per synced backward:
+//   1. The first grad-ready hook of the pass starts an iteration; finalize() is queued to run
+//      when the graph is done, before backward() returns.
 //   2. Each hook copies the parameter's final .grad into its slot of its bucket's flat f32
 //      buffer (gradient_as_bucket_view: and makes that slot the .grad; a .grad that already is
-//      its slot needs no copy). When a bucket's last gradient arrives, buckets are launched in
-//      index order: bucket i is launched (allreduce_async, avg) only once buckets < i were, so
-//      every rank issues the same collectives in the same order even if gradients arrive out of
-//      order. The communicator's worker thread runs them while backward continues.
+//      its slot needs no copy). Buckets are launched in index order (comm hook, default
+//      allreduce avg); the communicator's worker thread runs them while backward continues.
 //   3. finalize(): parameters that got no gradient are an error (find_unused_parameters off)
 //      or contribute their current .grad (zero if none); remaining buckets are launched; every
 //      bucket is waited for (the wait is the exposed communication); averaged values are copied
@@ -31,6 +30,7 @@
 #include <vector>
 
 #include "cohort/comm/process_group.h"
+#include "cohort/parallel/bucketing.h"
 #include "cohort/parallel/buckets.h"
 #include "cohort/parallel/comm_hook.h"
 #include "cohort/parallel/ddp_options.h"
@@ -58,7 +58,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // Registers one grad-ready hook per parameter. The hooks hold a weak reference: once the
   // Reducer is gone or detached they do nothing (hooks cannot be unregistered).
   void install_hooks();
-  void detach();  // hooks become no-ops from now on (DDP's destructor)
+  void detach() { engine_->detach(); }  // hooks become no-ops from now on (DDP's destructor)
 
   // The hook each ready bucket is handed to (comm_hook.h); AllreduceHook until replaced.
   void set_comm_hook(std::shared_ptr<CommHook> hook) { hook_ = std::move(hook); }
@@ -69,26 +69,23 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // done: at a later grad-ready hook or in the end-of-backward wait, so its end is late by at
   // most one hook's interval (as comm_s in DdpStepStats). The tracer outlives the reducer.
   void set_tracer(metrics::Tracer* tracer) { tracer_ = tracer; }
-  void set_sync(bool on) { sync_ = on; }
-  bool sync() const { return sync_; }
+  void set_sync(bool on) { engine_->set_enabled(on); }
+  bool sync() const { return engine_->enabled(); }
   const DdpStepStats& stats() const { return stats_; }
   int64_t synced_steps() const { return synced_steps_; }
   size_t num_buckets() const { return buckets_.size(); }
   // Called at the end of every synced step that completed (DDP's periodic check).
   void set_after_step(std::function<void(int64_t)> fn) { after_step_ = std::move(fn); }
   // Waits for every launched bucket, ignoring errors (destructor, abandoned passes).
-  void drain() noexcept;
-  void abandon_iteration() noexcept;  // the backward pass threw before finalize ran
+  void drain() noexcept { engine_->drain(); }
+  void abandon_iteration() noexcept { engine_->abandon(); }  // the backward pass threw before finalize ran
 
  private:
   struct Bucket {
     BucketLayout layout;
     Tensor flat;  // [numel] f32
-    size_t pending = 0;
-    comm::Work work;
     GradBucket view;  // what the hook is handed; lives until the buckets are rebuilt
     Clock::time_point issued_at, launched_at, done_at;
-    bool observed_done = false;
   };
   struct Slot {
     size_t bucket = 0, index = 0;
@@ -97,12 +94,12 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void build_buckets(const std::vector<size_t>& order);
   void describe_buckets();
   Tensor bucket_buffer(size_t numel, bool* in_arena);
-  void on_grad_ready(size_t p);
+  GradBucketing::Policy policy();
   void begin_iteration();
-  void mark_ready(size_t p, const Tensor& grad);
-  void launch_ready_buckets();
-  void launch(size_t b);
-  void poll_done();
+  void on_abandoned();
+  void take_grad(size_t p);
+  comm::Work launch(size_t b);
+  void observe_done(size_t b);
   void finalize();
   void finish_synced_step();
   void handle_unused();
@@ -117,9 +114,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void arm_destinations();
   std::vector<int> module_groups() const;
   void disarm_destinations();
-  void reset_iteration();
   Tensor slot_view(size_t p) const;
-  static bool is_slot(const Tensor& grad, const Tensor& view);
   std::string bucket_name(size_t b) const;
 
   std::vector<Param> params_;
@@ -127,8 +122,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   DdpOptions options_;
   std::vector<Bucket> buckets_;
   std::vector<Slot> slots_;  // per parameter
-  bool sync_ = true;
-  bool detached_ = false;
+  std::shared_ptr<GradBucketing> engine_;
   bool rebuilt_ = false;
   int64_t synced_steps_ = 0;
   std::function<void(int64_t)> after_step_;
@@ -137,12 +131,6 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   metrics::Tracer* tracer_ = nullptr;
 
   // Per iteration.
-  bool in_iteration_ = false;
-  bool needs_drain_ = false;  // a pass was abandoned with buckets possibly in flight
-  std::vector<bool> ready_;
-  std::vector<size_t> ready_order_;
-  size_t next_launch_ = 0;
-  size_t next_poll_ = 0;
   Clock::time_point first_hook_;
   uint64_t sent0_ = 0, received0_ = 0;
 };

@@ -16,16 +16,18 @@ double seconds(Reducer::Clock::duration d) {
 
 }  // namespace
 
-void Reducer::launch(size_t b) {
+comm::Work Reducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
   if (tracer_) bucket.issued_at = Clock::now();
+  comm::Work work;
   try {
-    bucket.work = hook_->run(group_, bucket.view);
-    COHORT_CHECK_ARG(bucket.work.valid(), "comm hook '", hook_->name(), "' returned an empty Work");
+    work = hook_->run(group_, bucket.view);
+    COHORT_CHECK_ARG(work.valid(), "comm hook '", hook_->name(), "' returned an empty Work");
   } catch (...) {
     rethrow_with_context(std::current_exception(), bucket_name(b) + ": cannot launch: ");
   }
   bucket.launched_at = Clock::now();
+  return work;
 }
 
 // The end-of-backward callback (queued by the pass's first hook).
@@ -33,8 +35,9 @@ void Reducer::finalize() {
   Clock::time_point graph_done = Clock::now();
   try {
     handle_unused();
-    launch_ready_buckets();
-    COHORT_INTERNAL(next_launch_ == buckets_.size(), "DDP: ", buckets_.size() - next_launch_,
+    engine_->launch_ready();
+    COHORT_INTERNAL(engine_->num_launched() == buckets_.size(), "DDP: ",
+                    buckets_.size() - engine_->num_launched(),
                     " bucket(s) not launched at the end of backward");
     Clock::time_point wait_start = Clock::now();
     wait_buckets();
@@ -43,16 +46,16 @@ void Reducer::finalize() {
     record_stats(graph_done, exposed);
     if (tracer_) trace_buckets();
   } catch (...) {
-    drain();  // the flat buffers must outlive every launched collective
-    reset_iteration();
+    engine_->drain();  // the flat buffers must outlive every launched collective
+    engine_->reset();
     throw;
   }
   finish_synced_step();
 }
 
 void Reducer::finish_synced_step() {
-  std::vector<size_t> order = std::move(ready_order_);
-  reset_iteration();
+  std::vector<size_t> order = engine_->ready_order();
+  engine_->reset();
   ++synced_steps_;
   if (!rebuilt_) rebuild_from_ready_order(order);
   arm_destinations();
@@ -62,7 +65,7 @@ void Reducer::finish_synced_step() {
 void Reducer::handle_unused() {
   std::vector<size_t> unused;
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (!ready_[p]) unused.push_back(p);
+    if (!engine_->is_ready(p)) unused.push_back(p);
   }
   if (unused.empty()) return;
   if (!options_.find_unused_parameters) {
@@ -81,25 +84,16 @@ void Reducer::handle_unused() {
   // Reverse registration order, as in the initial bucket guess. A .grad left by no_sync
   // passes still counts; no .grad counts as zero.
   for (auto it = unused.rbegin(); it != unused.rend(); ++it) {
-    mark_ready(*it, params_[*it].tensor.grad());
+    engine_->mark_ready(*it);
   }
 }
 
 void Reducer::wait_buckets() {
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    Bucket& bucket = buckets_[b];
-    try {
-      bucket.work.wait();  // bounded by the collective's own deadline
-    } catch (...) {
-      rethrow_with_context(std::current_exception(),
-                           bucket_name(b) + ": " + hook_->name() + " failed: ");
-    }
-    if (!bucket.observed_done) {
-      bucket.observed_done = true;
-      // It may have ended long before this look (during backward): its own time, not ours.
-      bucket.done_at = bucket.work.finished_at().value_or(Clock::now());
-    }
-  }
+  // A bucket not seen done during backward may have ended long before this look: observe_done
+  // takes its own end time, not ours.
+  engine_->wait_all(
+      [this](size_t b) { return bucket_name(b) + ": " + hook_->name() + " failed: "; },
+      [this](size_t b) { observe_done(b); });
 }
 
 void Reducer::copy_back() {
@@ -107,7 +101,7 @@ void Reducer::copy_back() {
     Tensor avg = slot_view(p);
     Tensor& param = params_[p].tensor;
     Tensor grad = param.grad();
-    if (is_slot(grad, avg)) continue;  // gradient_as_bucket_view: averaged in place
+    if (is_bucket_slot(grad, avg)) continue;  // gradient_as_bucket_view: averaged in place
     if (grad.defined()) {
       grad.copy_(avg);
     } else {
@@ -173,8 +167,7 @@ void Reducer::rebuild_from_ready_order(const std::vector<size_t>& order) {
                    " than on rank 0. DDP assumes every rank runs the same model and "
                    "the same forward (bucket order must match across ranks)");
   detach_grads_from_buckets();
-  build_buckets(order);
-  reset_iteration();
+  build_buckets(order);  // a new plan for the engine, and a fresh pass
 }
 
 // Gradients that are views of the old buckets get memory of their own, so that the old buckets
@@ -183,7 +176,7 @@ void Reducer::detach_grads_from_buckets() {
   disarm_destinations();  // they hold views of the old buckets too
   for (size_t p = 0; p < params_.size(); ++p) {
     Tensor grad = params_[p].tensor.grad();
-    if (is_slot(grad, slot_view(p))) params_[p].tensor.set_grad(grad.clone_raw());
+    if (is_bucket_slot(grad, slot_view(p))) params_[p].tensor.set_grad(grad.clone_raw());
   }
 }
 

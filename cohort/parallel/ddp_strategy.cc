@@ -1,6 +1,7 @@
 // The "ddp" strategy: parallel::DDP behind the Strategy seam, with its config keys.
 #include "cohort/parallel/ddp_strategy.h"
 
+#include "cohort/compress/codec_keys.h"
 #include "cohort/core/logging.h"
 #include "cohort/core/rng.h"
 #include "cohort/parallel/builtin_strategies.h"
@@ -16,50 +17,44 @@ std::vector<std::string> compression_choices() {
   return c;
 }
 
+// DDP's codec keys (compress/codec_keys.h) plus its own: PowerSGD's, and how top-k travels.
 void add_compression_keys(ConfigRegistry& r) {
-  r.add({"ddp.compression", ConfigType::kString, std::string("none"),
-         "Gradient compression (docs/compression.md): none, fp16 or bf16 (cast, allreduce, cast "
-         "back), topk or randomk (k = ddp.topk_ratio of each bucket, with error feedback), "
-         "signsgd (EF-signSGD: one bit per value and a scale), qsgd (ddp.qsgd_levels levels, "
-         "stochastic rounding), powersgd (rank-ddp.powersgd_rank factors, error feedback).",
-         "", compression_choices()});
-  r.add({"ddp.powersgd_rank",
-         ConfigType::kInt,
-         int64_t(1),
-         "powersgd: the rank r of each gradient matrix's factors P [n, r] and Q [m, r] "
-         "(PyTorch's matrix_approximation_rank).",
-         "",
-         {},
-         1.0,
-         1024.0});
-  r.add({"ddp.powersgd_start_step",
-         ConfigType::kInt,
-         int64_t(10),
-         "powersgd: steps 1..N average the full gradient (PyTorch's start_powerSGD_iter); "
-         "factorization starts after.",
-         "",
-         {},
-         0.0});
-  r.add({"ddp.topk_ratio",
-         ConfigType::kFloat,
-         0.01,
-         "topk, randomk: the share of each bucket's gradients sent per step, in (0, 1].",
-         "",
-         {},
-         0.0,
-         1.0});
-  r.add({"ddp.qsgd_levels",
-         ConfigType::kInt,
-         int64_t(8),
-         "qsgd: the quantization levels s of |x_i| / |x|_2 (each value travels as a byte).",
-         "",
-         {},
-         1.0,
-         127.0});
-  r.add({"ddp.error_feedback", ConfigType::kBool, true,
-         "topk, randomk, signsgd: keep what was not sent and add it to the next step's gradient "
-         "(per-rank state: each rank's residuals go into its strategy.rank<R> checkpoint "
-         "file, so resume stays exact with the same number of workers)."});
+  compress::add_codec_keys(
+      r,
+      {.prefix = "ddp",
+       .choices = compression_choices(),
+       .topk_ratio = 0.01,
+       .qsgd_levels = 8,
+       .compression_doc =
+           "Gradient compression (docs/compression.md): none, fp16 or bf16 (cast, allreduce, cast "
+           "back), topk or randomk (k = ddp.topk_ratio of each bucket, with error feedback), "
+           "signsgd (EF-signSGD: one bit per value and a scale), qsgd (ddp.qsgd_levels levels, "
+           "stochastic rounding), powersgd (rank-ddp.powersgd_rank factors, error feedback).",
+       .topk_ratio_doc =
+           "topk, randomk: the share of each bucket's gradients sent per step, in (0, 1].",
+       .qsgd_levels_doc =
+           "qsgd: the quantization levels s of |x_i| / |x|_2 (each value travels as a byte).",
+       .error_feedback_doc =
+           "topk, randomk, signsgd: keep what was not sent and add it to the next step's gradient "
+           "(per-rank state: each rank's residuals go into its strategy.rank<R> checkpoint "
+           "file, so resume stays exact with the same number of workers).",
+       .after_compression = {{"ddp.powersgd_rank",
+                              ConfigType::kInt,
+                              int64_t(1),
+                              "powersgd: the rank r of each gradient matrix's factors P [n, r] "
+                              "and Q [m, r] (PyTorch's matrix_approximation_rank).",
+                              "",
+                              {},
+                              1.0,
+                              1024.0},
+                             {"ddp.powersgd_start_step",
+                              ConfigType::kInt,
+                              int64_t(10),
+                              "powersgd: steps 1..N average the full gradient (PyTorch's "
+                              "start_powerSGD_iter); factorization starts after.",
+                              "",
+                              {},
+                              0.0}}});
   r.add({"ddp.sparse_exchange",
          ConfigType::kString,
          std::string("auto"),
@@ -67,12 +62,6 @@ void add_compression_keys(ConfigRegistry& r) {
          "zeros, allreduce), or auto (sparse when 2 * k * world < bucket numel).",
          "",
          {"auto", "sparse", "dense"}});
-}
-
-// A seed every rank shares: run.seed when the trainer declares it.
-uint64_t shared_seed(const Config& cfg) {
-  if (cfg.registry().find("run.seed") != nullptr) return uint64_t(cfg.get_int("run.seed"));
-  return 0x636f686f7274;
 }
 
 SparseExchange parse_exchange(const std::string& s) {
@@ -130,7 +119,7 @@ PowerSgdOptions powersgd_options_from(const Config& cfg) {
   return {.rank = int(cfg.get_int("ddp.powersgd_rank")),
           .start_step = cfg.get_int("ddp.powersgd_start_step"),
           .error_feedback = cfg.get_bool("ddp.error_feedback"),
-          .seed = derive_seed(shared_seed(cfg), "ddp.powersgd")};
+          .seed = derive_seed(compress::shared_seed(cfg), "ddp.powersgd")};
 }
 
 std::shared_ptr<CommHook> compression_hook_from(const Config& cfg) {
@@ -142,23 +131,21 @@ std::shared_ptr<CommHook> compression_hook_from(const Config& cfg) {
 }
 
 std::optional<CompressionOptions> compression_options_from(const Config& cfg) {
-  auto method = compress::parse_method(cfg.get_string("ddp.compression"), "ddp.compression");
+  const compress::CodecSettings codec = compress::read_codec_keys(cfg, "ddp");
+  const compress::Method method = codec.method();
   if (method == compress::Method::kNone) return std::nullopt;
-  double ratio = cfg.get_float("ddp.topk_ratio");
-  COHORT_CHECK_ARG(ratio > 0 && ratio <= 1, "ddp.topk_ratio = ", ratio, " is outside (0, 1]");
   return CompressionOptions{.method = method,
-                            .topk_ratio = ratio,
-                            .error_feedback = cfg.get_bool("ddp.error_feedback"),
+                            .topk_ratio = codec.checked_ratio(),
+                            .error_feedback = codec.error_feedback,
                             .exchange = parse_exchange(cfg.get_string("ddp.sparse_exchange")),
-                            .seed = derive_seed(shared_seed(cfg), "ddp.randomk"),
-                            .qsgd_levels = int(cfg.get_int("ddp.qsgd_levels"))};
+                            .seed = derive_seed(compress::shared_seed(cfg), "ddp.randomk"),
+                            .qsgd_levels = codec.qsgd_levels};
 }
 
 DdpStrategy::DdpStrategy(const StrategyContext& ctx, DdpOptions options)
-    : Strategy(ctx), ddp_(ctx.model, ctx.group, options) {}
+    : Strategy(ctx), ReplicatedCheckpoint(ctx), ddp_(ctx.model, ctx.group, options) {}
 
-void DdpStrategy::set_tracer(metrics::Tracer* tracer) {
-  Strategy::set_tracer(tracer);
+void DdpStrategy::trace_to(metrics::Tracer* tracer) {
   ddp_.set_tracer(tracer);
 }
 

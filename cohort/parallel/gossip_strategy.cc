@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "cohort/compress/codec_keys.h"
 #include "cohort/core/error.h"
 #include "cohort/core/rng.h"
 #include "cohort/parallel/builtin_strategies.h"
@@ -19,40 +20,34 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint32_t kGossipTag = 0x60551b;
 
+// Compressed gossip's codec keys (compress/codec_keys.h) plus CHOCO's consensus step; no
+// error feedback key: CHOCO's public copies already carry what was not sent.
 void add_compression_keys(ConfigRegistry& r) {
-  r.add({"gossip.compression", ConfigType::kString, std::string("none"),
-         "Gossip: none (exact averaging of the neighbours' parameters) or a codec of "
-         "docs/compression.md (fp16, bf16, topk, randomk, signsgd, qsgd) for CHOCO-Gossip: each "
-         "worker sends the compressed difference to its public copy (docs/decentralized.md).",
-         "", compress::method_names()});
-  r.add({"gossip.consensus_step",
-         ConfigType::kFloat,
-         0.0,
-         "Compressed gossip: CHOCO's consensus step gamma, in (0, 1]: how far each step moves "
-         "towards the neighbours' copies; too large diverges with sparse codecs. 0: by codec "
-         "(fp16, bf16: 1; topk: 2 * gossip.topk_ratio, at most 0.3; randomk: ratio / 2; qsgd: "
-         "0.3; signsgd: 0.5).",
-         "",
-         {},
-         0.0,
-         1.0});
-  r.add({"gossip.topk_ratio",
-         ConfigType::kFloat,
-         0.1,
-         "Compressed gossip, topk and randomk: the share of the parameters' differences sent "
-         "per step, in (0, 1].",
-         "",
-         {},
-         0.0,
-         1.0});
-  r.add({"gossip.qsgd_levels",
-         ConfigType::kInt,
-         int64_t(16),
-         "Compressed gossip, qsgd: the quantization levels s (each value travels as a byte).",
-         "",
-         {},
-         1.0,
-         127.0});
+  compress::add_codec_keys(
+      r,
+      {.prefix = "gossip",
+       .topk_ratio = 0.1,
+       .qsgd_levels = 16,
+       .compression_doc =
+           "Gossip: none (exact averaging of the neighbours' parameters) or a codec of "
+           "docs/compression.md (fp16, bf16, topk, randomk, signsgd, qsgd) for CHOCO-Gossip: each "
+           "worker sends the compressed difference to its public copy (docs/decentralized.md).",
+       .topk_ratio_doc = "Compressed gossip, topk and randomk: the share of the parameters' "
+                         "differences sent per step, in (0, 1].",
+       .qsgd_levels_doc =
+           "Compressed gossip, qsgd: the quantization levels s (each value travels as a byte).",
+       .after_compression = {{"gossip.consensus_step",
+                              ConfigType::kFloat,
+                              0.0,
+                              "Compressed gossip: CHOCO's consensus step gamma, in (0, 1]: how far "
+                              "each step moves towards the neighbours' copies; too large diverges "
+                              "with sparse codecs. 0: by codec (fp16, bf16: 1; topk: 2 * "
+                              "gossip.topk_ratio, at most 0.3; randomk: ratio / 2; qsgd: 0.3; "
+                              "signsgd: 0.5).",
+                              "",
+                              {},
+                              0.0,
+                              1.0}}});
 }
 
 void add_gossip_keys(ConfigRegistry& r) {
@@ -89,18 +84,14 @@ void flatten(const NamedTensors& params, std::vector<float>& out) {
 }
 
 std::optional<ChocoOptions> choco_options_from(const Config& cfg) {
-  const auto method =
-      compress::parse_method(cfg.get_string("gossip.compression"), "gossip.compression");
+  const compress::CodecSettings codec = compress::read_codec_keys(cfg, "gossip");
+  const auto method = codec.method();
   if (method == compress::Method::kNone) return std::nullopt;
-  const double ratio = cfg.get_float("gossip.topk_ratio");
-  COHORT_CHECK_ARG(ratio > 0 && ratio <= 1, "gossip.topk_ratio = ", ratio, " is outside (0, 1]");
   // randomk: sender and receivers draw the same indices from this seed and the step.
-  uint64_t seed = 0x636f686f7274;
-  if (cfg.registry().find("run.seed") != nullptr) seed = uint64_t(cfg.get_int("run.seed"));
   ChocoOptions o{.codec = {.method = method,
-                           .ratio = ratio,
-                           .seed = derive_seed(seed, "gossip.randomk"),
-                           .levels = int(cfg.get_int("gossip.qsgd_levels"))}};
+                           .ratio = codec.checked_ratio(),
+                           .seed = derive_seed(compress::shared_seed(cfg), "gossip.randomk"),
+                           .levels = codec.qsgd_levels}};
   const double gamma = cfg.get_float("gossip.consensus_step");  // 0: auto
   COHORT_CHECK_ARG(gamma >= 0 && gamma <= 1, "gossip.consensus_step = ", gamma,
                    " is outside (0, 1] (0: by codec)");

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "cohort/ckpt/flat_layout.h"
 #include "cohort/core/error.h"
 
 namespace cohort::ps {
@@ -30,7 +31,8 @@ std::vector<KeyRange> partition_keys(int64_t total, int num_servers) {
                    " parameters would leave a server without keys; use fewer servers");
   std::vector<KeyRange> out;
   for (int i = 0; i < num_servers; ++i) {
-    out.push_back({total * i / num_servers, total * (i + 1) / num_servers});
+    const ckpt::FlatRange r = ckpt::shard_range(total, num_servers, i, ckpt::ShardRule::kBalanced);
+    out.push_back({r.begin, r.end});
   }
   return out;
 }
@@ -60,10 +62,9 @@ namespace {
 template <typename F>
 void for_each_overlap(const NamedTensors& params, const Layout& layout, KeyRange range, F f) {
   for (const ParamSlot& p : layout.params) {
-    const int64_t lo = std::max(range.begin, p.offset);
-    const int64_t hi = std::min(range.end, p.offset + p.numel);
-    if (lo >= hi) continue;
-    f(params.at(p.index).second, lo - p.offset, lo - range.begin, hi - lo);
+    const auto piece = ckpt::piece_of(p.index, p.offset, p.numel, {range.begin, range.end});
+    if (!piece) continue;
+    f(params.at(p.index).second, piece->begin, piece->flat_begin - range.begin, piece->size());
   }
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The parameter server's key space: every parameter (registration order, a tied weight once)
-// laid end to end as one flat f32 vector, split into S contiguous key ranges balanced by bytes.
+// laid end to end as one flat f32 vector, split into S contiguous key ranges balanced by bytes
+// (ckpt/flat_layout.h, ShardRule::kBalanced: the one flat layout's rule for servers).
 // A large tensor may span servers. Pure functions: every worker and every server computes the
 // same layout and ranges from the same model, which is what makes push/pull addressing agree.
 #include <cstdint>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cohort/compress/codec_keys.h"
 #include "cohort/core/error.h"
 #include "cohort/core/rng.h"
 
@@ -12,46 +13,32 @@ using detail::str;
 void add_push_compression_keys(ConfigRegistry& r) {
   // Own keys rather than ddp.*: a PS job's push is another stream than DDP's buckets (a key
   // range per server), and the defaults differ (10% suits a range better than 1% of a bucket).
-  r.add({"ps.compression", ConfigType::kString, std::string("none"),
-         "Compress each push (docs/ps.md, \"Compressed pushes\"): none, fp16, bf16, topk, "
-         "randomk (k = ps.topk_ratio of each server's range), signsgd, qsgd (ps.qsgd_levels). "
-         "The servers decode every worker's message separately.",
-         "", compress::method_names()});
-  r.add({"ps.topk_ratio",
-         ConfigType::kFloat,
-         0.1,
-         "ps.compression = topk, randomk: the share of each server's key range pushed per step, "
-         "in (0, 1].",
-         "",
-         {},
-         0.0,
-         1.0});
-  r.add({"ps.qsgd_levels",
-         ConfigType::kInt,
-         int64_t(8),
-         "ps.compression = qsgd: the quantization levels s (each value travels as a byte).",
-         "",
-         {},
-         1.0,
-         127.0});
-  r.add({"ps.error_feedback", ConfigType::kBool, true,
-         "ps.compression = topk, randomk, signsgd: each worker keeps, per server, what it did not "
-         "push and adds it to the next push (not checkpointed: a restarted worker starts from "
-         "zero residuals)."});
+  compress::add_codec_keys(
+      r,
+      {.prefix = "ps",
+       .topk_ratio = 0.1,
+       .qsgd_levels = 8,
+       .compression_doc =
+           "Compress each push (docs/ps.md, \"Compressed pushes\"): none, fp16, bf16, topk, "
+           "randomk (k = ps.topk_ratio of each server's range), signsgd, qsgd (ps.qsgd_levels). "
+           "The servers decode every worker's message separately.",
+       .topk_ratio_doc = "ps.compression = topk, randomk: the share of each server's key range "
+                         "pushed per step, in (0, 1].",
+       .qsgd_levels_doc =
+           "ps.compression = qsgd: the quantization levels s (each value travels as a byte).",
+       .error_feedback_doc = "ps.compression = topk, randomk, signsgd: each worker keeps, per "
+                             "server, what it did not push and adds it to the next push (not "
+                             "checkpointed: a restarted worker starts from zero residuals)."});
 }
 
 PushCompression push_compression_from_config(const Config& cfg) {
+  const compress::CodecSettings codec = compress::read_codec_keys(cfg, "ps");
   PushCompression c;
-  c.method = compress::parse_method(cfg.get_string("ps.compression"), "ps.compression");
-  c.ratio = cfg.get_float("ps.topk_ratio");
-  COHORT_CHECK_ARG(c.ratio > 0 && c.ratio <= 1, "ps.topk_ratio = ", c.ratio, " is outside (0, 1]");
-  c.levels = int(cfg.get_int("ps.qsgd_levels"));
-  COHORT_CHECK_ARG(c.levels >= 1 && c.levels <= 127, "ps.qsgd_levels = ", c.levels,
-                   " is outside [1, 127]");
-  c.error_feedback = cfg.get_bool("ps.error_feedback");
-  uint64_t seed = 0x636f686f7274;  // run.seed when the trainer declares it
-  if (cfg.registry().find("run.seed") != nullptr) seed = uint64_t(cfg.get_int("run.seed"));
-  c.seed = derive_seed(seed, "ps.push_codec");
+  c.method = codec.method();
+  c.ratio = codec.checked_ratio();
+  c.levels = codec.checked_levels();
+  c.error_feedback = codec.error_feedback;
+  c.seed = derive_seed(compress::shared_seed(cfg), "ps.push_codec");
   return c;
 }
 

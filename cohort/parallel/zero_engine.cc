@@ -42,6 +42,7 @@ ZeroEngine::ZeroEngine(nn::Module& model, const optim::Optimizer& user_optimizer
                    "that both modules fall in one unit, or use stage 1 or 2");
   for (UnitPlan& p : plans) build_unit(std::move(p));
   make_shard_optimizer(user_optimizer);
+  make_grads();
 }
 
 ZeroEngine::~ZeroEngine() {
@@ -55,7 +56,6 @@ void ZeroEngine::build_unit(UnitPlan plan) {
   u.layout = ckpt::FlatLayout(numels, world_);
   u.plan = std::move(plan);
   u.flat = flat_f32(u.layout.shard_size() * world_);
-  u.ready.assign(u.plan.params.size(), false);
   shard_parameters(u);
   units_.push_back(std::move(u));
 }
@@ -170,7 +170,7 @@ void ZeroEngine::zero_grad() {
 }
 
 void ZeroEngine::abandon_pass() noexcept {
-  in_pass_ = false;
+  grads_->end_pass();
   drain();
   for (Unit& u : units_) {
     if (options_.stage != 1) u.flat_grad.impl().storage->release();
@@ -182,8 +182,8 @@ void ZeroEngine::abandon_pass() noexcept {
 }
 
 void ZeroEngine::drain() noexcept {
-  for (Unit& u : units_) {
-    for (comm::Work* w : {&u.gather, &u.reduce}) {
+  for (size_t k = 0; k < units_.size(); ++k) {
+    for (comm::Work* w : {&units_[k].gather, &reduction(k)}) {
       try {
         if (w->valid()) w->wait();
       } catch (...) {

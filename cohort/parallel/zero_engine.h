@@ -37,6 +37,7 @@
 #include "cohort/ckpt/sharded.h"
 #include "cohort/comm/process_group.h"
 #include "cohort/optim/optimizer.h"
+#include "cohort/parallel/bucketing.h"
 #include "cohort/parallel/strategy.h"
 #include "cohort/parallel/zero_units.h"
 
@@ -64,9 +65,7 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
     Tensor shard;             // [S] this rank's parameters, the shard optimizer's parameter
     Tensor flat_grad;         // [world * S] (stages 2, 3: released between reductions)
     Tensor shard_grad;        // [S] the averaged gradient of the shard
-    comm::Work gather, reduce;
-    size_t pending = 0;  // parameters whose gradient has not arrived this pass
-    std::vector<bool> ready;
+    comm::Work gather;  // stage 3 (its reduction's Work is the bucketing engine's)
     bool gathered = true;  // stage 3: flat holds the full parameters
     int in_use = 0;        // stage 3: open scopes of its module
   };
@@ -78,7 +77,7 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   ~ZeroEngine();
   void install();  // grad-ready hooks and, for stage 3, the module scopes (after construction)
 
-  void set_sync(bool on) { sync_ = on; }
+  void set_sync(bool on) { grads_->set_enabled(on); }
   double clip_grad_norm(double max_norm);
   void step(double lr);
   void zero_grad();
@@ -114,12 +113,12 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   void build_unit(UnitPlan plan);
   void shard_parameters(Unit& u);
   void make_shard_optimizer(const optim::Optimizer& user_optimizer);
-  // Gradients (zero_grads.cc).
-  void on_grad_ready(size_t unit, size_t index);
-  void begin_pass();
+  // Gradients (zero_grads.cc): a policy on the bucketing engine, one bucket per unit.
+  void make_grads();  // the engine and its plan (constructor); hooks come with install()
+  Unit& unit_of_bucket(size_t b) { return units_[units_.size() - 1 - b]; }
+  comm::Work& reduction(size_t unit) { return grads_->work(units_.size() - 1 - unit); }
   void take_grad(Unit& u, size_t index);
-  void launch_ready();
-  void launch(Unit& u);
+  comm::Work launch(Unit& u);
   void finalize();
   void wait_reductions();
   void free_reduced();
@@ -146,11 +145,10 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   std::unique_ptr<optim::Optimizer> shard_opt_;
   std::shared_ptr<Gatherer> gatherer_;
   std::unordered_map<std::string, size_t> unit_of_module_;
-  bool sync_ = true;
   bool hold_ = false;  // hold_gathered()
-  bool in_pass_ = false;
-  size_t next_launch_ = 0;  // into units_, from the last unit backwards (backward's order)
-  size_t next_free_ = 0;    // the same order: units whose flat gradient is freed
+  // Bucket b is unit N-1-b: launched from the last unit backwards (backward's order).
+  std::shared_ptr<GradBucketing> grads_;
+  std::vector<std::pair<size_t, size_t>> param_at_;  // engine parameter -> (unit, index)
   double comm_s_ = 0, exposed_s_ = 0;
   Clock::time_point first_launch_;  // this pass's first reduction
 };

@@ -1,8 +1,8 @@
-// ZeroEngine's gradients (zero_engine.h): each unit's flat gradient is filled as backward
-// produces its parameters' gradients and reduced as soon as it is complete, in a fixed order
-// (the last unit first: backward's order), so every rank issues the same collectives in the
-// same order. The end-of-backward callback reduces what is left and waits for every reduction.
-#include "cohort/autograd/engine.h"
+// ZeroEngine's gradients (zero_engine.h), a policy on the bucketing engine (bucketing.h): each
+// unit's flat gradient is a bucket, filled as backward produces its parameters' gradients and
+// reduced as soon as it is complete, in a fixed order (the last unit first: backward's order),
+// so every rank issues the same collectives in the same order. The end-of-backward callback
+// reduces what is left and waits for every reduction.
 #include "cohort/autograd/node.h"
 #include "cohort/parallel/zero_engine.h"
 
@@ -14,34 +14,34 @@ Tensor slot_of(const ZeroEngine::Unit& u, size_t i) {
   return u.flat_grad.as_strided(p.shape(), contiguous_strides(p.shape()), u.layout.offset(i));
 }
 
-bool is_slot(const Tensor& grad, const Tensor& slot) {
-  return grad.defined() && grad.impl().storage == slot.impl().storage &&
-         grad.offset() == slot.offset();
-}
-
 }  // namespace
 
-void ZeroEngine::install() {
-  std::weak_ptr<ZeroEngine> weak = weak_from_this();
+void ZeroEngine::make_grads() {
+  GradBucketing::Policy policy{
+      .take = [this](size_t p) { take_grad(units_[param_at_[p].first], param_at_[p].second); },
+      .launch = [this](size_t b) { return launch(unit_of_bucket(b)); },
+      .after_hook =
+          [this] {
+            if (options_.stage != 1) free_reduced();
+          },
+      .end_of_backward = [this] { finalize(); }};
+  grads_ = std::make_shared<GradBucketing>(GradBucketing::Order::fixed,
+                                           GradBucketing::Start::first_hook, std::move(policy));
+  std::vector<std::vector<size_t>> bucket_of;
   for (size_t k = 0; k < units_.size(); ++k) {
     for (size_t i = 0; i < units_[k].plan.params.size(); ++i) {
-      units_[k].plan.params[i].second.register_grad_ready_hook([weak, k, i](Tensor&) {
-        if (auto self = weak.lock()) self->on_grad_ready(k, i);
-      });
+      param_at_.emplace_back(k, i);
+      bucket_of.push_back({units_.size() - 1 - k});
     }
   }
-  if (options_.stage == 3) install_scopes();
+  grads_->set_plan(ReadyCounter(std::move(bucket_of), units_.size()));
 }
 
-void ZeroEngine::on_grad_ready(size_t unit, size_t index) {
-  if (!sync_) return;  // accumulation: .grad just sums
-  if (!in_pass_) begin_pass();
-  Unit& u = units_[unit];
-  if (u.ready[index]) return;
-  take_grad(u, index);
-  u.ready[index] = true;
-  if (--u.pending == 0) launch_ready();
-  if (options_.stage != 1) free_reduced();
+void ZeroEngine::install() {
+  std::vector<Tensor> tensors;
+  for (const auto& [k, i] : param_at_) tensors.push_back(units_[k].plan.params[i].second);
+  grads_->install(tensors);
+  if (options_.stage == 3) install_scopes();
 }
 
 // Stages 2, 3: at most kMaxReductionsInFlight flat gradients wait for their reduction while
@@ -49,9 +49,9 @@ void ZeroEngine::on_grad_ready(size_t unit, size_t index) {
 // (as FSDP limits its all-gathers in flight).
 void ZeroEngine::bound_reductions_in_flight() {
   free_reduced();
-  while (next_launch_ - next_free_ >= kMaxReductionsInFlight) {
+  while (grads_->num_launched() - grads_->num_done() >= kMaxReductionsInFlight) {
     auto start = Clock::now();
-    units_[units_.size() - 1 - next_free_].reduce.wait();
+    grads_->work(grads_->oldest_running()).wait();
     exposed_s_ += std::chrono::duration<double>(Clock::now() - start).count();
     free_reduced();
   }
@@ -60,27 +60,11 @@ void ZeroEngine::bound_reductions_in_flight() {
 // Stages 2, 3: a unit whose reduction is done needs its flat gradient no more; freeing it
 // during backward keeps at most the units in flight, not every unit, in memory.
 void ZeroEngine::free_reduced() {
-  while (next_free_ < next_launch_) {
-    Unit& u = units_[units_.size() - 1 - next_free_];
-    if (u.reduce.valid() && !u.reduce.done()) return;
-    if (u.reduce.valid()) u.reduce.wait();  // done: rethrows its error, if any
-    u.reduce = comm::Work();
-    u.flat_grad.impl().storage->release();
-    ++next_free_;
-  }
-}
-
-void ZeroEngine::begin_pass() {
-  in_pass_ = true;
-  next_launch_ = 0;
-  next_free_ = 0;
-  for (Unit& u : units_) {
-    u.pending = u.plan.params.size();
-    u.ready.assign(u.pending, false);
-  }
-  std::weak_ptr<ZeroEngine> weak = weak_from_this();
-  autograd::queue_callback([weak] {
-    if (auto self = weak.lock()) self->finalize();
+  grads_->poll([this](size_t b) {
+    comm::Work& w = grads_->work(b);
+    if (w.valid()) w.wait();  // done: rethrows its error, if any
+    w = comm::Work();
+    unit_of_bucket(b).flat_grad.impl().storage->release();
   });
 }
 
@@ -96,7 +80,7 @@ void ZeroEngine::take_grad(Unit& u, size_t index) {
   Tensor& p = u.plan.params[index].second;
   Tensor slot = slot_of(u, index);
   Tensor g = p.grad();
-  if (!is_slot(g, slot)) {
+  if (!is_bucket_slot(g, slot)) {
     autograd::NoGradGuard no_grad;
     if (g.defined()) {
       slot.copy_(g);
@@ -107,59 +91,43 @@ void ZeroEngine::take_grad(Unit& u, size_t index) {
   p.set_grad(options_.stage == 1 ? slot : Tensor());
 }
 
-void ZeroEngine::launch_ready() {
-  while (next_launch_ < units_.size()) {
-    Unit& u = units_[units_.size() - 1 - next_launch_];
-    if (u.pending != 0) break;
-    launch(u);
-    ++next_launch_;
-  }
-}
-
-void ZeroEngine::launch(Unit& u) {
+comm::Work ZeroEngine::launch(Unit& u) {
   const auto S = size_t(u.layout.shard_size());
-  if (next_launch_ == 0) first_launch_ = Clock::now();
+  if (grads_->num_launched() == 0) first_launch_ = Clock::now();
   if (!group_) {
     if (options_.stage != 1) u.shard_grad.copy_(u.flat_grad);
-    return;
+    return {};
   }
   if (options_.stage == 1) {
-    u.reduce = group_->allreduce_async({.output = u.flat_grad.raw_data(),
-                                        .count = S * size_t(world_),
-                                        .op = comm::ReduceOp::avg,
-                                        .timeout = options_.timeout});
-  } else {
-    u.reduce = group_->reduce_scatter_async({.input = u.flat_grad.raw_data(),
-                                             .output = u.shard_grad.raw_data(),
-                                             .count = S,
-                                             .op = comm::ReduceOp::avg,
-                                             .timeout = options_.timeout});
+    return group_->allreduce_async({.output = u.flat_grad.raw_data(),
+                                    .count = S * size_t(world_),
+                                    .op = comm::ReduceOp::avg,
+                                    .timeout = options_.timeout});
   }
+  return group_->reduce_scatter_async({.input = u.flat_grad.raw_data(),
+                                       .output = u.shard_grad.raw_data(),
+                                       .count = S,
+                                       .op = comm::ReduceOp::avg,
+                                       .timeout = options_.timeout});
 }
 
 // End of a synchronized backward: parameters that got no gradient count as zero, the rest of
 // the units are reduced, and every reduction is waited for (the exposed communication).
 void ZeroEngine::finalize() {
-  in_pass_ = false;
-  for (Unit& u : units_) {
-    for (size_t i = 0; i < u.ready.size(); ++i) {
-      if (u.ready[i]) continue;
-      take_grad(u, i);
-      u.ready[i] = true;
-      --u.pending;
-    }
-  }
-  launch_ready();
+  grads_->end_pass();
+  for (size_t p = 0; p < param_at_.size(); ++p) grads_->mark_ready(p);  // skips the ready ones
+  grads_->launch_ready();
   wait_reductions();
   if (options_.stage == 3) release_idle();  // a prefetch the pass did not use
 }
 
 void ZeroEngine::wait_reductions() {
   auto start = Clock::now();
-  for (Unit& u : units_) {
-    if (u.reduce.valid()) u.reduce.wait();
-    u.reduce = comm::Work();
-    if (options_.stage != 1) u.flat_grad.impl().storage->release();
+  for (size_t k = 0; k < units_.size(); ++k) {
+    comm::Work& w = reduction(k);
+    if (w.valid()) w.wait();
+    w = comm::Work();
+    if (options_.stage != 1) units_[k].flat_grad.impl().storage->release();
   }
   auto end = Clock::now();
   exposed_s_ += std::chrono::duration<double>(end - start).count();

@@ -18,10 +18,12 @@ namespace {
 using namespace cohort;
 using Clock = std::chrono::steady_clock;
 
-class LocalSgd : public parallel::Strategy {
+class LocalSgd : public parallel::Strategy,
+                 public parallel::ReplicatedCheckpoint,  // the model whole, plus state()
+                 public parallel::StrategyMetrics {
  public:
   explicit LocalSgd(const parallel::StrategyContext& ctx)
-      : Strategy(ctx), period_(ctx.config.get_int("local_sgd_example.period")) {
+      : Strategy(ctx), ReplicatedCheckpoint(ctx), period_(ctx.config.get_int("local_sgd_example.period")) {
     for (const auto& [name, p] : model_.named_parameters()) params_.push_back(p);
     // Every worker starts from rank 0's model.
     for (Tensor& p : params_) group_->broadcast({.buffer = p.raw_data(), .count = count(p)});

@@ -204,7 +204,8 @@ StrategyRegistration ddp_strategy_registration() {
             auto s = std::make_unique<DdpStrategy>(ctx, ddp_options_from(ctx.config));
             if (hook) s->ddp().register_comm_hook(hook);
             return s;
-          }};
+          },
+          .world = {.on_mesh = "model_parallel"}};  // with parallel.pp/tp > 1
 }
 
 }  // namespace cohort::parallel

@@ -21,7 +21,7 @@ PowerSgdOptions powersgd_options_from(const Config& cfg);
 // The hook ddp.compression asks for (CompressionHook or PowerSgdHook); null for "none".
 std::shared_ptr<CommHook> compression_hook_from(const Config& cfg);
 
-class DdpStrategy : public Strategy {
+class DdpStrategy : public Strategy, public ReplicatedCheckpoint, public StrategyMetrics {
  public:
   // Collective (DDP's construction): broadcasts rank 0's parameters.
   DdpStrategy(const StrategyContext& ctx, DdpOptions options);
@@ -36,7 +36,7 @@ class DdpStrategy : public Strategy {
   // nothing into this one).
   StrategyState state() const override;
   void load_state(const StrategyState& state) override;
-  void set_tracer(metrics::Tracer* tracer) override;
+  void trace_to(metrics::Tracer* tracer) override;
   DDP& ddp() { return ddp_; }
 
  private:

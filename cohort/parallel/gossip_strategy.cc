@@ -109,6 +109,7 @@ GossipOptions gossip_options_from(const Config& cfg) {
 
 GossipStrategy::GossipStrategy(const StrategyContext& ctx, const GossipOptions& options)
     : Strategy(ctx),
+      ReplicatedCheckpoint(ctx),
       params_(ctx.model.named_parameters()),
       peers_(gossip_peers(options.topology, ctx.group->rank(), ctx.group->size())),
       consensus_every_(options.consensus_every) {

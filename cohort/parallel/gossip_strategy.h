@@ -38,7 +38,7 @@ struct GossipOptions {
 // The gossip.* keys; InvalidArgument naming the key whose value is out of range.
 GossipOptions gossip_options_from(const Config& cfg);
 
-class GossipStrategy : public Strategy {
+class GossipStrategy : public Strategy, public ReplicatedCheckpoint, public StrategyMetrics {
  public:
   GossipStrategy(const StrategyContext& ctx, const GossipOptions& options);
   std::string name() const override { return "gossip"; }

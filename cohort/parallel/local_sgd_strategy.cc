@@ -78,6 +78,7 @@ LocalSgdOptions local_sgd_options_from(const Config& cfg) {
 
 LocalSgdStrategy::LocalSgdStrategy(const StrategyContext& ctx, LocalSgdOptions options)
     : Strategy(ctx),
+      ReplicatedCheckpoint(ctx),
       options_(options),
       replica_averager_(*ctx.group, "local_sgd parameters", options.timeout),
       grad_averager_(*ctx.group, "local_sgd gradients", options.timeout),

@@ -44,7 +44,7 @@ struct LocalSgdOptions {
 // LocalSgdOptions from the [local_sgd] keys of `cfg`; InvalidArgument naming a bad key.
 LocalSgdOptions local_sgd_options_from(const Config& cfg);
 
-class LocalSgdStrategy : public Strategy {
+class LocalSgdStrategy : public Strategy, public ReplicatedCheckpoint, public StrategyMetrics {
  public:
   // Collective: checks that every rank has the same parameters and buffers (names, shapes,
   // dtypes) and copies rank 0's to every rank. ctx.group must not be null.

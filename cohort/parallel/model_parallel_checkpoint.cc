@@ -188,4 +188,18 @@ void ModelParallelStrategy::load_optimizer(const ckpt::ShardedView& view,
   optimizer_.import_state(os);  // names the tensor whose shape does not fit
 }
 
+CheckpointPieces ModelParallelStrategy::pieces() const {
+  CheckpointPieces out;
+  out.pieces = model_pieces();
+  for (ckpt::TensorPiece& p : optimizer_pieces()) out.pieces.push_back(std::move(p));
+  for (ckpt::TensorPiece& p : out.pieces) p.shard = group_->rank();  // never written whole
+  out.optimizer_scalars = optimizer_scalars();
+  return out;
+}
+
+void ModelParallelStrategy::load(const CheckpointSource& from) {
+  load_model_from(from.view, from.whole_model);
+  load_optimizer(from.view, from.optimizer_scalars);
+}
+
 }  // namespace cohort::parallel

@@ -136,7 +136,8 @@ StrategyRegistration model_parallel_strategy_registration() {
           .add_keys = add_pipeline_keys,
           .make = [](const StrategyContext& ctx) -> std::unique_ptr<Strategy> {
             return std::make_unique<ModelParallelStrategy>(ctx);
-          }};
+          },
+          .world = {.on_mesh = "model_parallel"}};
 }
 
 }  // namespace cohort::parallel

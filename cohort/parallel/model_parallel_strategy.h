@@ -40,13 +40,21 @@ ModelParallelOptions model_parallel_options_from(const Config& cfg);
 std::shared_ptr<GptChunks> make_gpt_chunks(const nn::GptOptions& o, const DeviceMesh& mesh,
                                            const Config& cfg, int64_t micro_batch);
 
-class ModelParallelStrategy : public Strategy {
+// Checkpoints: each stage's tensors in pieces from the rank that writes them, whatever world
+// reads them back (model_parallel_checkpoint.cc).
+class ModelParallelStrategy : public Strategy,
+                              public StrategyCheckpoint,
+                              public StrategyMetrics,
+                              public StrategyLifecycle {
  public:
   // ctx.model must be the GptChunks make_gpt_chunks built, ctx.mesh its mesh.
   explicit ModelParallelStrategy(const StrategyContext& ctx);
   std::string name() const override { return "model_parallel"; }
 
-  ForwardBackwardResult forward_backward(const std::vector<MicroBatch>& micro) override;
+  // The loss is the model's own cross-entropy over the (tp-sharded) vocabulary; `loss` is not
+  // used.
+  ForwardBackwardResult forward_backward(const std::vector<MicroBatch>& micro,
+                                         const LossFn& loss) override;
   Tensor eval_forward(const Tensor& x) override;
   double clip_grad_norm(double max_norm) override;
   StrategyStats last_stats() const override { return stats_; }
@@ -55,16 +63,16 @@ class ModelParallelStrategy : public Strategy {
   std::string summary_line() const override;
   void finish_training() override;
 
-  bool shards_model() const override { return true; }
-  std::vector<ckpt::TensorPiece> model_pieces() const override;
-  bool shards_optimizer() const override { return true; }
-  std::vector<ckpt::TensorPiece> optimizer_pieces() const override;
-  std::map<std::string, double> optimizer_scalars() const override;
-  void load_model(const nn::StateDict& state) override;
-  void load_model_from(const ckpt::ShardedView& view,
-                       const std::function<nn::StateDict()>& whole) override;
-  void load_optimizer(const ckpt::ShardedView& view,
-                      const std::map<std::string, double>& scalars) override;
+  CheckpointPieces pieces() const override;
+  void load(const CheckpointSource& from) override;
+
+  // The parts of the checkpoint facet (collective like it).
+  std::vector<ckpt::TensorPiece> model_pieces() const;
+  std::vector<ckpt::TensorPiece> optimizer_pieces() const;
+  std::map<std::string, double> optimizer_scalars() const;
+  void load_model(const nn::StateDict& state);
+  void load_model_from(const ckpt::ShardedView& view, const std::function<nn::StateDict()>& whole);
+  void load_optimizer(const ckpt::ShardedView& view, const std::map<std::string, double>& scalars);
 
  private:
   // The whole tensor of a tp-sharded one (collective over the tp group).

@@ -1,6 +1,5 @@
 #include "cohort/parallel/strategy.h"
 
-#include "cohort/nn/loss.h"
 #include "cohort/ops/ops.h"
 #include "cohort/optim/clip.h"
 #include "cohort/parallel/builtin_strategies.h"
@@ -11,12 +10,40 @@ namespace cohort::parallel {
 // the mean over all of them (a short last micro-batch counts for its samples: the step equals
 // one batch of their total, whatever the split); the strategy communicates in the last backward
 // (DDP) or after the step.
-ForwardBackwardResult Strategy::forward_backward(const std::vector<MicroBatch>& micro) {
+Strategy::Strategy(const StrategyContext& ctx)
+    : model_(ctx.model), optimizer_(ctx.optimizer), group_(ctx.group) {
+  replicated_ = std::make_unique<ReplicatedCheckpoint>(ctx);
+}
+
+Strategy::~Strategy() = default;
+
+// A strategy offers a facet by deriving from it, so finding one is a cast: no registration to
+// forget, and no virtual method on the core per facet.
+StrategyCheckpoint& Strategy::checkpoint() {
+  if (auto* own = dynamic_cast<StrategyCheckpoint*>(this)) return *own;
+  return *replicated_;
+}
+
+StrategyMetrics* Strategy::metrics() {
+  return dynamic_cast<StrategyMetrics*>(this);
+}
+
+StrategyLifecycle* Strategy::lifecycle() {
+  return dynamic_cast<StrategyLifecycle*>(this);
+}
+
+void Strategy::set_tracer(metrics::Tracer* tracer) {
+  tracer_ = tracer;
+  if (StrategyMetrics* m = metrics()) m->trace_to(tracer);
+}
+
+ForwardBackwardResult Strategy::forward_backward(const std::vector<MicroBatch>& micro,
+                                                 const LossFn& loss_of) {
   using Clock = std::chrono::steady_clock;
   ForwardBackwardResult r;
   for (size_t m = 0; m < micro.size(); ++m) {
     auto t0 = Clock::now();
-    Tensor loss = nn::cross_entropy(forward(micro[m].x), micro[m].y);
+    Tensor loss = loss_of(forward(micro[m].x), micro[m].y);
     auto t1 = Clock::now();
     r.loss += double(loss.item<float>()) * micro[m].weight;
     if (micro.size() > 1) loss = ops::mul_scalar(loss, micro[m].weight);

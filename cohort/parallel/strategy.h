@@ -1,9 +1,10 @@
 #pragma once
 // Strategy: how a training step is distributed. The one seam every way of training plugs into
-// (DDP, local SGD, and later ZeRO, pipeline, parameter servers): the trainer (train/) calls only
-// this interface, and a strategy talks to the network only through comm::ProcessGroup. A new
-// strategy is a class plus one register_strategy() call (strategy_registry.h); nothing in the
-// trainer changes. Usable without the trainer: a hand-written loop runs
+// (DDP, ZeRO, local SGD, gossip, pipeline and tensor parallelism, parameter servers): the
+// trainer (train/) calls only this interface and its facets, and a strategy talks to the
+// network only through comm::ProcessGroup. A new strategy is a class plus one
+// register_strategy() call (strategy_registry.h); nothing in the trainer changes. Usable
+// without the trainer: a hand-written loop runs
 //
 //   auto s = parallel::make_strategy("ddp", {model, opt, group, cfg});
 //   for (micro-batch m of k) {
@@ -14,10 +15,11 @@
 //   s->step();
 //   s->zero_grad();
 //
-// Contract: every rank calls the same methods in the same order, and a strategy may communicate
-// in any of them except state() and load_state(): state() is called on rank 0 alone (it writes
-// the checkpoint, after prepare_checkpoint() on every rank), load_state() on every rank with
-// rank 0's state. The default implementations are those of single-process training.
+// The core below is the step. Everything else is a facet a strategy offers only if it needs it
+// (strategy_facets.h): checkpoint (pieces of model and optimizer, and state of its own),
+// metrics, lifecycle; and world hooks in its registration (how it shapes the world it runs in).
+// Contract: every rank calls the same methods in the same order, and a strategy may
+// communicate in any of them. The defaults are those of single-process training.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -28,18 +30,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cohort/ckpt/sharded.h"
 #include "cohort/comm/process_group.h"
 #include "cohort/core/config.h"
 #include "cohort/nn/module.h"
 #include "cohort/optim/optimizer.h"
 #include "cohort/parallel/mesh.h"
+#include "cohort/parallel/strategy_facets.h"
 #include "cohort/rendezvous/bootstrap.h"
 #include "cohort/rendezvous/store.h"
-
-namespace cohort::metrics {
-class Tracer;
-}
 
 namespace cohort::parallel {
 
@@ -86,29 +84,13 @@ struct ForwardBackwardResult {
   std::vector<StepPhase> phases;
 };
 
-// Communication of the last step, for the step metrics (train/step_metrics.h).
-struct StrategyStats {
-  double comm_s = 0;     // time collectives ran
-  double exposed_s = 0;  // part of it the step waited for (not hidden behind computation)
-  uint64_t bytes_sent = 0, bytes_received = 0;
-};
-
-// What a strategy keeps across a checkpoint. Saved from rank 0 and restored on every rank, so it
-// must be the same on every rank. State that differs between ranks (error-feedback residuals)
-// sets `per_rank`: saving it is then refused with an error naming the strategy, rather than
-// resuming every rank from rank 0's (per-rank checkpoint files come with resharding
-// checkpoints, issue 15).
-struct StrategyState {
-  nn::NamedTensors tensors;
-  nlohmann::json values = nlohmann::json::object();
-  bool per_rank = false;
-};
+// The loss of one micro-batch: the model's output and the targets to a scalar.
+using LossFn = std::function<Tensor(const Tensor& output, const Tensor& targets)>;
 
 class Strategy {
  public:
-  explicit Strategy(const StrategyContext& ctx)
-      : model_(ctx.model), optimizer_(ctx.optimizer), group_(ctx.group) {}
-  virtual ~Strategy() = default;
+  explicit Strategy(const StrategyContext& ctx);
+  virtual ~Strategy();
   Strategy(const Strategy&) = delete;
   Strategy& operator=(const Strategy&) = delete;
 
@@ -116,11 +98,12 @@ class Strategy {
   virtual std::string name() const = 0;
   // The model's forward (through a wrapper where the strategy has one).
   virtual Tensor forward(const Tensor& x) { return model_.forward(x); }
-  // A step's forward and backward over its micro-batches, gradients left for clip_grad_norm()
-  // and step(). The default runs each micro-batch's forward(), cross-entropy and backward(),
-  // weighted, with sync on the last; a pipeline runs its schedule over the stages instead, and
-  // tensor parallelism computes the loss over the sharded vocabulary.
-  virtual ForwardBackwardResult forward_backward(const std::vector<MicroBatch>& micro);
+  // A step's forward and backward over its micro-batches with `loss`, gradients left for
+  // clip_grad_norm() and step(). The default runs each micro-batch's forward(), loss and
+  // backward(), weighted, with sync on the last; a pipeline runs its schedule over the stages
+  // instead, and tensor parallelism computes cross-entropy over the sharded vocabulary.
+  virtual ForwardBackwardResult forward_backward(const std::vector<MicroBatch>& micro,
+                                                 const LossFn& loss);
   // The model's output for evaluation (no gradients recorded): [batch..., classes] on every
   // rank. A model split over ranks assembles it (the last stage's logits, the whole vocabulary).
   virtual Tensor eval_forward(const Tensor& x) { return model_(x); }
@@ -133,65 +116,17 @@ class Strategy {
   // The optimizer step, and whatever communication follows it (e.g. averaging parameters).
   virtual void step() { optimizer_.step(); }
   virtual void zero_grad() { optimizer_.zero_grad(); }
-  virtual StrategyStats last_stats() const { return {}; }
-  // Metrics of its own (the ps strategy's staleness, ...): over the steps since the last call,
-  // merged into the trainer's metrics.jsonl step records; and over the run, merged into the
-  // summary record. None by default.
-  virtual nlohmann::json take_interval_metrics() { return nlohmann::json::object(); }
-  virtual nlohmann::json summary_metrics() const { return nlohmann::json::object(); }
-  // A line rank 0 prints with the run's summary (a pipeline's measured bubble beside the
-  // formula's); empty: none.
-  virtual std::string summary_line() const { return ""; }
-  // Collective, on every rank, before rank 0 calls state() for a checkpoint: a strategy whose
-  // ranks hold different replicas between synchronizations (local SGD) makes them agree here,
-  // so that rank 0's model, optimizer state and state() describe every rank.
-  virtual void prepare_checkpoint() {}
-  virtual StrategyState state() const { return {}; }
-  // Restores what state() returned (InvalidArgument naming what does not fit). An empty state
-  // (a checkpoint written by another strategy) leaves the strategy as constructed.
-  virtual void load_state(const StrategyState& state) {}
-  // Puts a checkpoint's parameters and buffers (whole tensors) into the model. A strategy that
-  // keeps parameters elsewhere between uses (ZeRO-3's shards) takes its part of them here.
-  virtual void load_model(const nn::StateDict& state) { model_.load_state_dict(state); }
-  // The same from the checkpoint's view (ckpt/sharded.h); `whole` reads every tensor whole.
-  // The default loads whole(); a strategy whose ranks hold parts of the model reads only its
-  // own tensors, so that no rank materialises the whole model.
-  virtual void load_model_from(const ckpt::ShardedView& view,
-                               const std::function<nn::StateDict()>& whole) {
-    load_model(whole());
-  }
-  // A strategy that shards the optimizer's state (ZeRO) says so here: each rank then holds only
-  // part of it, and the trainer saves every rank's optimizer_pieces() (the optimizer's
-  // checkpoint names, "<param>.<slot>", cut as the rank holds them: ckpt/sharded.h) with rank
-  // 0's optimizer_scalars() ("<param>.step", "lr"), and restores through load_optimizer(),
-  // whatever world size and strategy wrote the checkpoint. The others keep the defaults: the
-  // trainer saves and restores the optimizer itself.
-  virtual bool shards_optimizer() const { return false; }
-  // Likewise for the model (a model split over ranks): each rank's model_pieces(), section
-  // "model", replace rank 0's state_dict in checkpoints. Collective, like optimizer_pieces().
-  virtual bool shards_model() const { return false; }
-  virtual std::vector<ckpt::TensorPiece> model_pieces() const { return {}; }
-  virtual std::vector<ckpt::TensorPiece> optimizer_pieces() const { return {}; }
-  virtual std::map<std::string, double> optimizer_scalars() const { return {}; }
-  virtual void load_optimizer(const ckpt::ShardedView& view,
-                              const std::map<std::string, double>& scalars) {}
   // Waits for communication still in flight; never throws. Called before destruction.
   virtual void shutdown() noexcept {}
-  // After the last step, before the final evaluation and checkpoint: a strategy whose replica
-  // may lag behind the job's model (parameter servers in ASP/SSP) brings it in here.
-  virtual void finish_training() {}
-  // The step this worker's training starts at when the strategy decides it rather than a
-  // checkpoint: a parameter-server worker restarted alone rejoins where the servers are. 0: the
-  // trainer's own position (fresh, or its checkpoint's).
-  virtual int64_t start_step() const { return 0; }
-  // Whether the strategy restores the job itself on resume (parameter servers: the servers
-  // load their checkpoints, the workers start at start_step()): the trainer then never loads a
-  // checkpoint of its own, and with start_step() 0 starts fresh.
-  virtual bool resumes_itself() const { return false; }
-  // The run's timeline (metrics/trace.h; null: off), for spans of the strategy's own
-  // communication (DDP: each bucket's allreduce). Owned by the caller, which keeps it alive
-  // until the strategy is gone. The trainer traces forward, backward and step around it.
-  virtual void set_tracer(metrics::Tracer* tracer) { tracer_ = tracer; }
+
+  // Facets (strategy_facets.h), found by what the strategy derives from. Every strategy has a
+  // checkpoint facet (ReplicatedCheckpoint unless it offers its own); metrics() and
+  // lifecycle() are null for a strategy without them.
+  StrategyCheckpoint& checkpoint();
+  StrategyMetrics* metrics();
+  StrategyLifecycle* lifecycle();
+  // The run's timeline (metrics/trace.h; null: off), passed on to the metrics facet.
+  void set_tracer(metrics::Tracer* tracer);
 
   nn::Module& model() { return model_; }
   optim::Optimizer& optimizer() { return optimizer_; }
@@ -202,6 +137,9 @@ class Strategy {
   optim::Optimizer& optimizer_;
   std::shared_ptr<comm::ProcessGroup> group_;
   metrics::Tracer* tracer_ = nullptr;
+
+ private:
+  std::unique_ptr<ReplicatedCheckpoint> replicated_;  // the checkpoint facet's default
 };
 
 }  // namespace cohort::parallel

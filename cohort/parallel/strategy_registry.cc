@@ -61,6 +61,21 @@ std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyC
   return make(ctx);
 }
 
+StrategyWorld strategy_world(const std::string& name) {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.entries.find(name);
+  return it == reg.entries.end() ? StrategyWorld{} : it->second.world;
+}
+
+std::string mesh_strategy() {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  for (const auto& [name, r] : reg.entries)
+    if (r.world.on_mesh == name) return name;
+  return "";
+}
+
 std::vector<std::string> strategy_names() {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);

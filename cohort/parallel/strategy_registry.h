@@ -19,6 +19,21 @@
 
 namespace cohort::parallel {
 
+// World hooks: how a strategy shapes the world it runs in. The trainer reads them before the
+// strategy exists (joining the job, building the mesh), so that train/ names no strategy.
+struct StrategyWorld {
+  // Whether the workers form a process group. False: each worker reaches the job's services
+  // through the rendezvous store alone (parameter-server workers talk to servers, not peers).
+  bool joins_group = true;
+  // Which strategy runs when parallel.pp or parallel.tp split the model over a device mesh:
+  // empty, such a split is refused; this strategy's own name, it always runs on a mesh (even
+  // 1 x 1 x dp); another registered name, that strategy takes over when the model is split.
+  std::string on_mesh;
+};
+
+// parallel.strategy's default.
+inline constexpr char kDefaultStrategy[] = "ddp";
+
 struct StrategyRegistration {
   std::string name;
   std::string description;  // one line, for docs and "unknown strategy" errors
@@ -26,6 +41,7 @@ struct StrategyRegistration {
   std::function<void(ConfigRegistry&)> add_keys;
   // Builds the strategy; ctx.group is null for a job of one process.
   std::function<std::unique_ptr<Strategy>(const StrategyContext&)> make;
+  StrategyWorld world = {};
 };
 
 // InvalidArgument for an empty or already registered name, a missing factory, or a call after
@@ -34,6 +50,13 @@ void register_strategy(StrategyRegistration registration);
 
 // Builds the strategy called `name`; InvalidArgument listing the registered names otherwise.
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyContext& ctx);
+
+// The world hooks of strategy `name`; the defaults (a group, no mesh) for a name not registered
+// (make_strategy reports it).
+StrategyWorld strategy_world(const std::string& name);
+// The registered strategy that runs on a device mesh (StrategyWorld::on_mesh is its own name);
+// empty when none is.
+std::string mesh_strategy();
 
 // Registered names, sorted.
 std::vector<std::string> strategy_names();

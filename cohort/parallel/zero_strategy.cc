@@ -75,12 +75,23 @@ nlohmann::json ZeroStrategy::summary_metrics() const {
           {"zero_shard_numel", shard_elems}};
 }
 
+CheckpointPieces ZeroStrategy::pieces() const {
+  const int rank = group_ ? group_->rank() : 0;
+  CheckpointPieces out;
+  if (rank == 0) out.pieces = whole_pieces("model", model_.state_dict());
+  for (ckpt::TensorPiece& p : engine_->optimizer_pieces()) {
+    p.shard = rank;
+    out.pieces.push_back(std::move(p));
+  }
+  out.optimizer_scalars = engine_->optimizer_scalars();
+  return out;
+}
+
 void ZeroStrategy::prepare_checkpoint() {
   engine_->gather_all();  // stage 3: the full parameters, for the model's state_dict
 }
 
-void ZeroStrategy::set_tracer(metrics::Tracer* tracer) {
-  Strategy::set_tracer(tracer);
+void ZeroStrategy::trace_to(metrics::Tracer* /*tracer*/) {
   engine_->chain_scope_observers();  // the trace just put its scopes on the modules
 }
 

@@ -23,7 +23,12 @@ namespace cohort::parallel {
 // ZeroOptions from the [zero] keys of `cfg`.
 ZeroOptions zero_options_from(const Config& cfg);
 
-class ZeroStrategy : public Strategy {
+// Checkpoints: the model whole from rank 0 (prepare_checkpoint gathers ZeRO-3's parameters),
+// the optimizer state in pieces as each rank's shard holds it.
+class ZeroStrategy : public Strategy,
+                     public StrategyCheckpoint,
+                     public StrategyMetrics,
+                     public StrategyLifecycle {
  public:
   // Collective: checks the ranks' parameters agree and copies rank 0's; shards them.
   ZeroStrategy(const StrategyContext& ctx, ZeroOptions options);
@@ -38,20 +43,13 @@ class ZeroStrategy : public Strategy {
   nlohmann::json summary_metrics() const override;
   void prepare_checkpoint() override;
   void finish_training() override { engine_->hold_gathered(); }
-  void load_model(const nn::StateDict& state) override { engine_->load_model(state); }
-  bool shards_optimizer() const override { return true; }
-  std::vector<ckpt::TensorPiece> optimizer_pieces() const override {
-    return engine_->optimizer_pieces();
-  }
-  std::map<std::string, double> optimizer_scalars() const override {
-    return engine_->optimizer_scalars();
-  }
-  void load_optimizer(const ckpt::ShardedView& view,
-                      const std::map<std::string, double>& scalars) override {
-    engine_->load_optimizer(view, scalars);
+  CheckpointPieces pieces() const override;
+  void load(const CheckpointSource& from) override {
+    engine_->load_model(from.whole_model());
+    engine_->load_optimizer(from.view, from.optimizer_scalars);
   }
   void shutdown() noexcept override { engine_->drain(); }
-  void set_tracer(metrics::Tracer* tracer) override;
+  void trace_to(metrics::Tracer* tracer) override;
 
   ZeroEngine& engine() { return *engine_; }
 

@@ -354,14 +354,15 @@ void PsStrategy::finish_training() {
 }
 
 parallel::StrategyRegistration ps_strategy_registration() {
-  return {.name = "ps",
+  return {.name = kStrategyName,
           .description =
               "parameter servers (--servers S): workers push gradients, servers "
               "update and serve parameters (BSP, ASP or SSP: ps.mode)",
           .add_keys = add_ps_keys,
           .make = [](const parallel::StrategyContext& ctx) -> std::unique_ptr<parallel::Strategy> {
             return std::make_unique<PsStrategy>(ctx, worker_options(ctx));
-          }};
+          },
+          .world = {.joins_group = false}};  // workers talk to servers only
 }
 
 }  // namespace cohort::ps

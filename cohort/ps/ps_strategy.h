@@ -32,6 +32,9 @@
 
 namespace cohort::ps {
 
+// The strategy's registered name (parallel.strategy).
+inline constexpr char kStrategyName[] = "ps";
+
 // The [ps] consistency keys, checked (InvalidArgument naming the key) for `num_workers`.
 Consistency consistency_from_config(const Config& cfg, int num_workers);
 // Whether run.resume asks to resume the whole job ("auto": the servers restore their
@@ -67,10 +70,12 @@ struct PsMetrics {
   nlohmann::json json(bool with_hist) const;
 };
 
-class PsStrategy : public parallel::Strategy {
+class PsStrategy : public parallel::Strategy,
+                   public parallel::StrategyMetrics,
+                   public parallel::StrategyLifecycle {
  public:
   PsStrategy(const parallel::StrategyContext& ctx, WorkerOptions options);
-  std::string name() const override { return "ps"; }
+  std::string name() const override { return kStrategyName; }
   void backward(const Tensor& loss, bool sync) override;
   double clip_grad_norm(double max_norm) override;
   void step() override;
@@ -81,8 +86,9 @@ class PsStrategy : public parallel::Strategy {
   // Rank 0 waits for every worker to finish and evaluates the servers' final parameters (in
   // ASP/SSP its own replica misses the slower workers' last pushes); the others say bye.
   void finish_training() override;
-  bool resumes_itself() const override { return true; }
-  int64_t start_step() const override { return step_; }
+  // The servers restore the job: a worker restarted alone rejoins where they are, a fresh or
+  // resumed job starts at their step (0 without server checkpoints).
+  int64_t resume_step() const override { return step_; }
 
  private:
   // Gathers server i's range of the gradient and starts its push (ps.overlap).

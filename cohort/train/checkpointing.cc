@@ -1,5 +1,6 @@
 #include "cohort/train/checkpointing.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -12,10 +13,6 @@
 
 namespace cohort::train {
 namespace {
-
-ckpt::NamedTensors to_named(const std::map<std::string, Tensor>& m) {
-  return ckpt::NamedTensors(m.begin(), m.end());
-}
 
 // Strategy tensors ride in optimizer.safetensors under kStrategyPrefix (the training state
 // beyond the model), its values in state.json under "strategy".
@@ -107,19 +104,20 @@ std::vector<NamedTensors> gather_to_chief(Trainer::State& s, const NamedTensors&
 
 }  // namespace
 
+// One path for every strategy (its checkpoint facet): whole tensors stay on rank 0, the other
+// pieces travel to it (an empty set from a strategy whose tensors are all whole).
 StrategySnapshot snapshot_strategy(Trainer::State& s) {
+  parallel::StrategyCheckpoint& facet = s.strategy->checkpoint();
   StrategySnapshot snap;
-  snap.state = s.strategy->state();
+  snap.state = facet.state();
   if (snap.state.per_rank) snap.per_rank = gather_to_chief(s, snap.state.tensors);
-  if (s.strategy->shards_optimizer()) {
-    // A model split over ranks (Strategy::shards_model) sends its pieces along.
-    std::vector<ckpt::TensorPiece> mine = s.strategy->model_pieces();
-    for (ckpt::TensorPiece& p : s.strategy->optimizer_pieces()) mine.push_back(std::move(p));
-    std::vector<NamedTensors> all = gather_to_chief(s, encode_pieces(mine));
-    for (size_t r = 0; r < all.size(); ++r)
-      snap.optimizer_pieces.push_back(decode_pieces(all[r], int(r)));
-    snap.optimizer_scalars = s.strategy->optimizer_scalars();
-  }
+  parallel::CheckpointPieces mine = facet.pieces();
+  std::vector<ckpt::TensorPiece> cut;
+  for (ckpt::TensorPiece& p : mine.pieces) (p.shard < 0 ? snap.whole : cut).push_back(std::move(p));
+  std::vector<NamedTensors> all = gather_to_chief(s, encode_pieces(cut));
+  for (size_t r = 0; r < all.size(); ++r) snap.pieces.push_back(decode_pieces(all[r], int(r)));
+  if (!s.world->is_chief()) snap.whole.clear();  // alike on every rank: rank 0's are written
+  snap.optimizer_scalars = std::move(mine.optimizer_scalars);
   return snap;
 }
 
@@ -313,26 +311,29 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                                         const StrategySnapshot& strategy) {
   ckpt::CheckpointData d;
   d.step = s.step;
-  // A model split over ranks comes from every rank's pieces (snapshot_strategy).
-  if (!s.strategy->shards_model()) d.model = to_named(s.model->state_dict());
-  // A sharded optimizer's state comes from every rank's pieces (snapshot_strategy).
-  const bool sharded = s.strategy->shards_optimizer();
-  optim::OptimizerState os = sharded ? optim::OptimizerState{} : s.opt->export_state();
-  if (sharded) os.scalars = strategy.optimizer_scalars;
-  d.optimizer = to_named(os.tensors);
+  // Every tensor comes from the strategy's pieces (snapshot_strategy): whole ones here, the
+  // others into shard files below.
+  for (const ckpt::TensorPiece& p : strategy.whole) {
+    COHORT_CHECK_ARG(p.section == "model" || p.section == "optimizer", "strategy '",
+                     s.strategy->name(), "' gave tensor ", p.name, " in section '", p.section,
+                     "'; checkpoints have model and optimizer");
+    (p.section == "model" ? d.model : d.optimizer).emplace_back(p.name, p.data);
+  }
   d.state = nlohmann::json{{"step", s.step},
                            {"epoch", pos.epoch},
                            {"batch_in_epoch", pos.batch_in_epoch},
                            {"samples", s.samples},
                            {"train_seconds", s.train_seconds},
                            {"loss_ema", s.loss_ema},
-                           {"optimizer_scalars", os.scalars},
+                           {"optimizer_scalars", strategy.optimizer_scalars},
                            {"world_size", s.world->size},
                            {"data_workers", s.world->data_size},
                            {"resume_keys", resume_keys(s.cfg)},
                            {"config", s.cfg.to_toml()}};
   capture_strategy(s.strategy->name(), strategy, d);
-  if (sharded) ckpt::add_shards(d, s.world->size, strategy.optimizer_pieces);
+  const bool cut = std::any_of(strategy.pieces.begin(), strategy.pieces.end(),
+                              [](const auto& rank_pieces) { return !rank_pieces.empty(); });
+  if (cut) ckpt::add_shards(d, s.world->size, strategy.pieces);
   return d;
 }
 
@@ -342,19 +343,21 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
     check_same_run(s, d);
     // Whole tensors or pieces, from any world size (ckpt/sharded.h).
     const ckpt::ShardedView view(d);
-    s.strategy->load_model_from(view, [&] { return checkpoint_model_state(d, view); });
+    parallel::StrategyCheckpoint& facet = s.strategy->checkpoint();
+    facet.load({.view = view,
+                .whole_model = [&] { return checkpoint_model_state(d, view); },
+                .whole_optimizer =
+                    [&] {
+                      NamedTensors theirs;  // the strategy's, read below
+                      return optimizer_tensors_of(view, true, &theirs);
+                    },
+                .optimizer_scalars =
+                    j.at("optimizer_scalars").get<std::map<std::string, double>>()});
     NamedTensors strategy_tensors;
-    optim::OptimizerState os;
-    os.tensors = optimizer_tensors_of(view, !s.strategy->shards_optimizer(), &strategy_tensors);
-    os.scalars = j.at("optimizer_scalars").get<std::map<std::string, double>>();
+    optimizer_tensors_of(view, false, &strategy_tensors);
     const std::optional<parallel::StrategyState> strategy =
         take_strategy_state(*s.strategy, d, strategy_tensors, s.world->rank, s.world->size);
-    if (s.strategy->shards_optimizer()) {
-      s.strategy->load_optimizer(view, os.scalars);
-    } else {
-      s.opt->import_state(os);
-    }
-    if (strategy) s.strategy->load_state(*strategy);
+    if (strategy) facet.load_state(*strategy);
     s.step = j.at("step").get<int64_t>();
     s.samples = j.at("samples").get<int64_t>();
     s.train_seconds = j.at("train_seconds").get<double>();

@@ -9,6 +9,7 @@
 #include "cohort/optim/adamw.h"
 #include "cohort/optim/sgd.h"
 #include "cohort/parallel/model_parallel_strategy.h"
+#include "cohort/parallel/strategy_registry.h"
 
 namespace cohort::train {
 
@@ -87,20 +88,23 @@ std::shared_ptr<const parallel::DeviceMesh> make_mesh(const Config& cfg, TrainWo
   const parallel::MeshShape want{int(cfg.get_int("parallel.dp")), int(cfg.get_int("parallel.pp")),
                                  int(cfg.get_int("parallel.tp"))};
   const std::string& strategy = cfg.get_string("parallel.strategy");
-  if (want.pp * want.tp == 1 && strategy != "model_parallel") {
+  // The strategy's world hook says whether it runs on a mesh, hands over to one, or refuses it.
+  const std::string on_mesh = parallel::strategy_world(strategy).on_mesh;
+  if (want.pp * want.tp == 1 && on_mesh != strategy) {
     parallel::resolve_mesh(want, world.size);  // parallel.dp, when given, is every worker
     return nullptr;
   }
-  COHORT_CHECK_ARG(strategy == "ddp" || strategy == "model_parallel",
-                   "config: parallel.pp = ", want.pp, " and parallel.tp = ", want.tp,
-                   " split the model over ranks, which the `model_parallel` strategy does (with "
-                   "data parallelism over parallel.dp); parallel.strategy = \"",
+  const std::string runner = on_mesh.empty() ? parallel::mesh_strategy() : on_mesh;
+  COHORT_CHECK_ARG(!on_mesh.empty(), "config: parallel.pp = ", want.pp, " and parallel.tp = ",
+                   want.tp, " split the model over ranks, which the `", runner,
+                   "` strategy does (with data parallelism over parallel.dp); parallel.strategy "
+                   "= \"",
                    strategy, "\" cannot be combined with it");
   COHORT_CHECK_ARG(cfg.get_string("model.type") == "gpt", "config: parallel.pp and parallel.tp ",
                    "split a GPT (model.type = \"gpt\"), not model.type = \"",
                    cfg.get_string("model.type"), "\"");
   parallel::resolve_mesh(want, world.size);  // the error names the keys before any collective
-  COHORT_CHECK_ARG(world.group != nullptr, "config: parallel.strategy = \"model_parallel\" ",
+  COHORT_CHECK_ARG(world.group != nullptr, "config: parallel.strategy = \"", runner, "\" ",
                    "splits the model over several workers; this job has one");
   auto mesh = std::make_shared<parallel::DeviceMesh>(parallel::make_device_mesh(world.group, want));
   world.data_rank = mesh->coord.dp;
@@ -109,7 +113,8 @@ std::shared_ptr<const parallel::DeviceMesh> make_mesh(const Config& cfg, TrainWo
 }
 
 std::string strategy_name(const Config& cfg, const parallel::DeviceMesh* mesh) {
-  return mesh ? "model_parallel" : cfg.get_string("parallel.strategy");
+  const std::string& named = cfg.get_string("parallel.strategy");
+  return mesh ? parallel::strategy_world(named).on_mesh : named;
 }
 
 std::shared_ptr<nn::Module> make_model(const Config& cfg, const parallel::DeviceMesh& mesh) {

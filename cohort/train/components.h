@@ -27,13 +27,14 @@ DataSplits make_data(const Config& cfg);
 std::shared_ptr<nn::Module> make_model(const Config& cfg);
 // The GPT's options from model.* and run.seed.
 nn::GptOptions gpt_options(const Config& cfg);
-// When the model is split over ranks (parallel.pp or parallel.tp > 1, or parallel.strategy =
-// "model_parallel"): the device mesh of parallel.dp x pp x tp, with world.data_rank and
-// data_size set to this rank's data-parallel coordinates; null otherwise. Collective over the
-// world group. InvalidArgument for a mesh that does not fit the job or the model, or a split
-// model under another strategy than "ddp" (the default) or "model_parallel".
+// When the model is split over ranks (parallel.pp or parallel.tp > 1, or a strategy that always
+// runs on a mesh: parallel::StrategyWorld::on_mesh): the device mesh of parallel.dp x pp x tp,
+// with world.data_rank and data_size set to this rank's data-parallel coordinates; null
+// otherwise. Collective over the world group. InvalidArgument for a mesh that does not fit the
+// job or the model, or a split model under a strategy whose world hook refuses one.
 std::shared_ptr<const parallel::DeviceMesh> make_mesh(const Config& cfg, TrainWorld& world);
-// The strategy parallel.strategy names, "model_parallel" when a mesh splits the model.
+// The strategy parallel.strategy names, or the one its world hook hands over to when a mesh
+// splits the model.
 std::string strategy_name(const Config& cfg, const parallel::DeviceMesh* mesh);
 // This rank's part of the GPT under `mesh` (parallel/model_parallel_strategy.h).
 std::shared_ptr<nn::Module> make_model(const Config& cfg, const parallel::DeviceMesh& mesh);

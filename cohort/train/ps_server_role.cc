@@ -20,6 +20,9 @@
 namespace cohort::train {
 namespace {
 
+// Log lines of the parameter servers carry their strategy's name as the tag.
+constexpr const char* kLog = ps::kStrategyName;
+
 int required_int(const rendezvous::EnvMap& env, const char* name) {
   const int v = rendezvous::int_from_env(env, name, -1);
   COHORT_CHECK_ARG(v >= 0, "parameter server: ", name,
@@ -37,7 +40,7 @@ std::string metrics_path(const Config& cfg, int index) {
 // dir>/metrics.server<i>.jsonl.
 void report(const Config& cfg, int index, const ps::ServerStats& st) {
   const double ups = st.seconds > 0 ? double(st.updates) / st.seconds : 0;
-  log::info("ps", "parameter server ", index, ": every worker finished; ", st.updates,
+  log::info(kLog, "parameter server ", index, ": every worker finished; ", st.updates,
             " updates in ", st.seconds, " s (", ups, " updates/s), ", st.pushes, " pushes, ",
             st.dropped, " dropped, ", st.held, " held by SSP; staleness max ", st.max_staleness,
             ", mean ", st.mean_staleness, "; ", st.traffic.bytes_in, " bytes in, ",
@@ -57,7 +60,7 @@ void report(const Config& cfg, int index, const ps::ServerStats& st) {
   j["median_step_ms"] = medians;
   if (st.straggler) {
     const ps::Straggler& s = *st.straggler;
-    log::warn("ps", "parameter server ", index, ": straggler: worker ", s.rank, ", median step ",
+    log::warn(kLog, "parameter server ", index, ": straggler: worker ", s.rank, ", median step ",
               1e3 * s.median_s, " ms against ", 1e3 * s.others_median_s, " ms for the others (",
               s.median_s / s.others_median_s, "x)");
     j["straggler"] = {{"rank", s.rank},
@@ -92,7 +95,7 @@ std::string server_ckpt_dir(const Config& cfg, int index) {
 void move_aside_earlier(const std::string& dir) {
   if (!std::filesystem::exists(dir)) return;
   const std::string to = ckpt::move_aside({dir}, ckpt::earlier_root(dir));
-  log::info("ps", "moved an earlier run's server checkpoints from ", dir, " to ", to);
+  log::info(kLog, "moved an earlier run's server checkpoints from ", dir, " to ", to);
 }
 
 // fault.kill_server / fault.kill_server_at_step: the test seam for "kill -9 of a server".
@@ -101,7 +104,7 @@ std::function<void(int64_t)> kill_seam(const Config& cfg, int index, int restart
   const int64_t at = cfg.get_int("fault.kill_server_at_step");
   return [at, index](int64_t step) {
     if (step < at) return;
-    log::warn("ps", "fault injection: parameter server ", index, " kills itself at step ", step);
+    log::warn(kLog, "fault injection: parameter server ", index, " kills itself at step ", step);
     ::raise(SIGKILL);
   };
 }
@@ -153,7 +156,7 @@ int agree_on_step(rendezvous::Store& store, int index, int servers, bool bsp,
   for (size_t i = 0; i < saved.size(); ++i)
     if (saved[i].progress == step) pick = int(i);
   if (saved[size_t(pick)].progress != saved.back().progress)
-    log::info("ps", "parameter server ", index, ": resuming at step ", step,
+    log::info(kLog, "parameter server ", index, ": resuming at step ", step,
               ", the newest step every server has checkpointed (its own newest: ",
               saved.back().progress, ")");
   return pick;
@@ -194,7 +197,7 @@ std::string published_address(const Config& cfg, const std::string& bound, int n
                    "parameter server: comm.bind_address = '", host,
                    "' needs comm.advertise_address (the address workers dial)");
   if (nodes > 1 && (host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1"))
-    log::warn("ps", "parameter server: comm.bind_address = '", host,
+    log::warn(kLog, "parameter server: comm.bind_address = '", host,
               "' is loopback but the job "
               "spans ",
               nodes,
@@ -214,7 +217,7 @@ void run_parameter_server(const Config& given, const rendezvous::EnvMap& env) {
   Config cfg = given;  // in the run directory `cohort train --servers` chose (run_dir.h)
   if (auto it = env.find(kRunDirVariable); it != env.end() && !it->second.empty())
     set_run_dir(cfg, it->second);
-  COHORT_CHECK_ARG(cfg.get_string("parallel.strategy") == "ps",
+  COHORT_CHECK_ARG(cfg.get_string("parallel.strategy") == ps::kStrategyName,
                    "parameter server started, but parallel.strategy = '",
                    cfg.get_string("parallel.strategy"), "'; servers need 'ps'");
   const int index = required_int(env, "COHORT_SERVER_INDEX");

@@ -124,7 +124,7 @@ void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_secon
                    {"eval_loss", sum.eval.loss},
                    {"wall_seconds", wall_seconds}};
   j.update(per_step_json(t, s.metrics.run_steps()));
-  j.update(s.strategy->summary_metrics());
+  if (parallel::StrategyMetrics* m = s.strategy->metrics()) j.update(m->summary_metrics());
   j.update(s.stragglers.summary());
   if (sum.eval.accuracy >= 0) j["eval_accuracy"] = sum.eval.accuracy;
   if (sum.comm_hidden >= 0) j["comm_hidden"] = sum.comm_hidden;
@@ -160,7 +160,8 @@ void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_secon
                 g["rank"].get<int>(), long(g["intervals"].get<int64_t>()),
                 long(g["first_step"].get<int64_t>()), g["factor"].get<double>());
   }
-  if (const std::string line = s.strategy->summary_line(); !line.empty())
+  parallel::StrategyMetrics* m = s.strategy->metrics();
+  if (const std::string line = m ? m->summary_line() : ""; !line.empty())
     std::printf("%s\n", line.c_str());
   if (s.energy.on()) std::printf("%s\n", energy_summary_line(s).c_str());
   std::printf("%s\n", s.memory.summary_line(s.world->rank).c_str());

@@ -84,7 +84,7 @@ void add_strategy_keys(ConfigRegistry& r) {
   std::string names;
   for (const std::string& n : parallel::strategy_names())
     names += (names.empty() ? "`" : ", `") + n + "`";
-  r.add({"parallel.strategy", T::kString, std::string("ddp"),
+  r.add({"parallel.strategy", T::kString, std::string(parallel::kDefaultStrategy),
          "How training is distributed, one of the registered strategies (" + names +
              "). `ddp` on a single process trains as `none`."});
   r.add({"parallel.dp",

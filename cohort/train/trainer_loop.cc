@@ -54,7 +54,8 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
     parts.push_back({b.x, b.y, double(b.y.size(0)) / double(step_samples)});
     t.samples += b.y.size(0);
   }
-  parallel::ForwardBackwardResult fb = s.strategy->forward_backward(parts);
+  parallel::ForwardBackwardResult fb = s.strategy->forward_backward(
+      parts, [](const Tensor& out, const Tensor& y) { return nn::cross_entropy(out, y); });
   t.forward_s += fb.forward_s;
   t.backward_s += fb.backward_s;
   for (const parallel::StepPhase& ph : fb.phases) trace_span(s, ph.name, ph.from, ph.to);
@@ -67,7 +68,7 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
   s.strategy->step();
   t.optimizer_s = seconds_since(t2);
   if (s.tracer) trace_span(s, "optimizer", t2, Clock::now());
-  parallel::StrategyStats c = s.strategy->last_stats();
+  parallel::StrategyStats c = strategy_stats(*s.strategy);
   t.exposed_s = c.exposed_s;
   t.comm_s = c.comm_s;
   t.bytes_sent = c.bytes_sent;
@@ -101,7 +102,7 @@ void log_step(Trainer::State& s, double loss, int64_t epoch, double sps) {
       {"samples_per_s", sps},  {"samples", s.samples}, {"time_s", seconds_since(s.start)}};
   j.update(s.metrics.take_interval());
   j.update(s.energy.take_interval());
-  j.update(s.strategy->take_interval_metrics());
+  if (parallel::StrategyMetrics* m = s.strategy->metrics()) j.update(m->take_interval_metrics());
   if (nlohmann::json f = s.stragglers.take_record(); !f.is_null()) j["straggler"] = f;
   s.log.write(j);
 }
@@ -197,7 +198,7 @@ void Trainer::run_epochs(Progress& p) {
       }
       wait_from = Clock::now();
     }
-    if (!more) s.strategy->finish_training();
+    if (!more) finish_strategy_training(*s.strategy);
     s.last_eval = evaluate();
     log_eval(s, p, s.last_eval, epoch);
     if (next_batch == loader.len()) {  // a whole epoch: the next run starts the next one
@@ -206,7 +207,7 @@ void Trainer::run_epochs(Progress& p) {
     }
   }
   // The epochs ran out before the step count did (a resume that converted the position).
-  if (more) s.strategy->finish_training();
+  if (more) finish_strategy_training(*s.strategy);
 }
 
 void Trainer::run_text(Progress& p) {
@@ -230,7 +231,7 @@ void Trainer::run_text(Progress& p) {
     if (s.tracer) trace_span(s, "data", t0, Clock::now());
     more = train_step(micro, epoch, s.step % s.steps_per_epoch, seconds_since(t0), p);
   }
-  s.strategy->finish_training();
+  finish_strategy_training(*s.strategy);
   s.last_eval = evaluate();
   log_eval(s, p, s.last_eval, s.step / s.steps_per_epoch);
 }

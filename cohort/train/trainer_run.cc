@@ -104,8 +104,11 @@ void Trainer::start_run() {
   s.log.add(std::make_unique<metrics::JsonlFile>(s.metrics_file));
   if (s.stream) s.log.add(std::move(s.stream));
   s.ckpt = make_checkpoints(s.cfg, s.run_dir);
-  if (s.strategy->start_step() > 0) return rejoin_at(s.strategy->start_step());
-  if (s.strategy->resumes_itself()) {  // at step 0: a fresh start, whatever rank 0 saved
+  // A strategy that restores the job itself (its lifecycle facet) says where training starts.
+  const parallel::StrategyLifecycle* lifecycle = s.strategy->lifecycle();
+  if (const int64_t at = lifecycle ? lifecycle->resume_step() : -1; at >= 0) {
+    if (at > 0) return rejoin_at(at);
+    // At step 0: a fresh start, whatever rank 0 saved.
     if (chief && s.cfg.get_bool("ckpt.enabled")) move_stale_checkpoints(*s.ckpt);
     return;
   }
@@ -153,7 +156,7 @@ bool Trainer::prepare_checkpoint() {
   State& s = *s_;
   if (!s.cfg.get_bool("ckpt.enabled")) return false;
   if (s.step == s.last_saved_step && s.pos == s.last_saved_pos) return false;
-  s.strategy->prepare_checkpoint();  // collective: every rank decided alike
+  s.strategy->checkpoint().prepare_checkpoint();  // collective: every rank decided alike
   // Every rank: a strategy with per-rank state sends it to rank 0 here.
   s.pending_strategy = snapshot_strategy(s);
   s.last_saved_step = s.step;
@@ -217,7 +220,7 @@ TrainSummary Trainer::run_and_finish() {
   p.finish();
   finish_energy(s);                // collective, while every rank still runs collectives
   if (s.last_eval.samples == 0) {  // resumed with no step left: still report a real evaluation
-    s.strategy->finish_training();
+    finish_strategy_training(*s.strategy);
     s.last_eval = evaluate();
   }
   // Everyone is done with collectives (the strategy's for the final checkpoint included); rank 0

@@ -22,15 +22,26 @@ namespace cohort::train {
 
 using Clock = std::chrono::steady_clock;
 
-// A strategy's state for the checkpoint being taken: on rank 0, every rank's tensors when it
-// is per-rank (checkpointing.h, snapshot_strategy).
+// What the strategy's checkpoint facet gave for the checkpoint being taken, on rank 0
+// (checkpointing.h, snapshot_strategy): its state, every rank's tensors when it is per-rank,
+// and the model and optimizer as pieces.
 struct StrategySnapshot {
   parallel::StrategyState state;
   std::vector<NamedTensors> per_rank;  // by rank, on rank 0; empty unless state.per_rank
-  // A sharded optimizer's (Strategy::shards_optimizer): every rank's pieces, on rank 0.
-  std::vector<std::vector<ckpt::TensorPiece>> optimizer_pieces;
+  std::vector<ckpt::TensorPiece> whole;  // rank 0's whole tensors (shard -1)
+  // Every rank's other pieces, by rank; all empty when every tensor is whole.
+  std::vector<std::vector<ckpt::TensorPiece>> pieces;
   std::map<std::string, double> optimizer_scalars;
 };
+
+// The strategy's optional facets, with what a strategy without them means.
+inline parallel::StrategyStats strategy_stats(parallel::Strategy& s) {
+  parallel::StrategyMetrics* m = s.metrics();
+  return m ? m->last_stats() : parallel::StrategyStats{};
+}
+inline void finish_strategy_training(parallel::Strategy& s) {
+  if (parallel::StrategyLifecycle* l = s.lifecycle()) l->finish_training();
+}
 
 // Where the loop stands when a checkpoint is taken or restored.
 struct LoopPosition {

@@ -3,6 +3,7 @@
 #include "cohort/comm/communicator.h"
 #include "cohort/comm/cost_model.h"
 #include "cohort/core/logging.h"
+#include "cohort/parallel/strategy_registry.h"
 
 namespace cohort::train {
 namespace {
@@ -48,7 +49,8 @@ std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvM
   o.timeout = std::chrono::milliseconds(int64_t(cfg.get_float("comm.timeout_s") * 1000.0));
   o.bind_address = cfg.get_string("comm.bind_address");
   o.advertise_address = cfg.get_string("comm.advertise_address");
-  o.store_only = cfg.get_string("parallel.strategy") == "ps";  // workers talk to servers only
+  // The strategy's world hook: whether its workers form a group or reach services by the store.
+  o.store_only = !parallel::strategy_world(cfg.get_string("parallel.strategy")).joins_group;
   o.faults = fault_injection(cfg, int(rendezvous::int_from_env(env, "COHORT_RANK", 0)));
   o.flight_recorder_size = size_t(cfg.get_int("comm.flight_recorder_size"));
   bool mpi = o.backend == "mpi";

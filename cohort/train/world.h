@@ -27,7 +27,7 @@ struct TrainWorld {
   int data_size = 1;
   int restart_count = 0;  // COHORT_RESTART_COUNT: attempts before this one (`--max-restarts`)
   // COHORT_WORKER_RESTARTS: how often this worker alone was restarted (parameter-server jobs,
-  // whose workers form no group: parallel.strategy = "ps" joins the store only).
+  // whose workers form no group: their strategy's world hook joins the store only).
   int worker_restarts = 0;
   // The job as comm/ joined it (either backend); null for a job of one started by hand.
   std::unique_ptr<comm::World> joined;

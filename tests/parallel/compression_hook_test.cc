@@ -216,8 +216,8 @@ TEST(CompressionHook, DdpStrategyKeysChooseTheHook) {
     EXPECT_EQ(static_cast<DdpStrategy&>(*s).ddp().comm_hook().name(), "bf16");
     auto [x, y] = make_batch(kPerRank, 12, 5, 1);
     s->backward(nn::cross_entropy(s->forward(x), y), true);
-    EXPECT_EQ(s->take_interval_metrics()["compress_ratio"].get<double>(), 2.0);
-    EXPECT_EQ(s->summary_metrics()["compression"], "bf16");
+    EXPECT_EQ(s->metrics()->take_interval_metrics()["compress_ratio"].get<double>(), 2.0);
+    EXPECT_EQ(s->metrics()->summary_metrics()["compression"], "bf16");
   });
 }
 

@@ -10,8 +10,8 @@ void add_codec_keys(ConfigRegistry& r, const CodecKeys& k) {
          k.choices.empty() ? method_names() : k.choices});
   for (const ConfigKey& extra : k.after_compression) r.add(extra);
   r.add({p + ".topk_ratio", ConfigType::kFloat, k.topk_ratio, k.topk_ratio_doc, "", {}, 0.0, 1.0});
-  r.add({p + ".qsgd_levels", ConfigType::kInt, k.qsgd_levels, k.qsgd_levels_doc, "", {}, 1.0,
-         127.0});
+  r.add(
+      {p + ".qsgd_levels", ConfigType::kInt, k.qsgd_levels, k.qsgd_levels_doc, "", {}, 1.0, 127.0});
   if (!k.error_feedback_doc.empty())
     r.add({p + ".error_feedback", ConfigType::kBool, true, k.error_feedback_doc});
 }
@@ -32,7 +32,9 @@ CodecSettings read_codec_keys(const Config& cfg, const std::string& prefix) {
   return s;
 }
 
-Method CodecSettings::method() const { return parse_method(compression, prefix + ".compression"); }
+Method CodecSettings::method() const {
+  return parse_method(compression, prefix + ".compression");
+}
 
 double CodecSettings::checked_ratio() const {
   COHORT_CHECK_ARG(topk_ratio > 0 && topk_ratio <= 1, prefix, ".topk_ratio = ", topk_ratio,
@@ -41,8 +43,8 @@ double CodecSettings::checked_ratio() const {
 }
 
 int CodecSettings::checked_levels() const {
-  COHORT_CHECK_ARG(qsgd_levels >= 1 && qsgd_levels <= 127, prefix, ".qsgd_levels = ",
-                   qsgd_levels, " is outside [1, 127]");
+  COHORT_CHECK_ARG(qsgd_levels >= 1 && qsgd_levels <= 127, prefix, ".qsgd_levels = ", qsgd_levels,
+                   " is outside [1, 127]");
   return qsgd_levels;
 }
 

@@ -6,13 +6,12 @@ namespace cohort::parallel {
 
 void CompressionMeter::Totals::add(const Totals& o) {
   steps += o.steps;
-  raw_bytes += o.raw_bytes;
-  message_bytes += o.message_bytes;
   encode_s += o.encode_s;
   decode_s += o.decode_s;
 }
 
-nlohmann::json CompressionMeter::Totals::json() const {
+nlohmann::json CompressionMeter::Totals::json(const ByteCounts& bytes) const {
+  const uint64_t raw_bytes = bytes.bytes_in, message_bytes = bytes.bytes_out;
   double n = double(std::max<uint64_t>(steps, 1));
   return {{"compress_raw_bytes", double(raw_bytes) / n},
           {"compress_message_bytes", double(message_bytes) / n},
@@ -25,7 +24,7 @@ nlohmann::json CompressionMeter::take_interval() {
   interval_.encode_s = double(encode_ns_.exchange(0)) * 1e-9;
   interval_.decode_s = double(decode_ns_.exchange(0)) * 1e-9;
   run_.add(interval_);
-  nlohmann::json j = interval_.json();
+  nlohmann::json j = interval_.json(bytes_.take_interval());
   interval_ = {};
   return j;
 }
@@ -35,7 +34,7 @@ nlohmann::json CompressionMeter::summary(const std::string& method) const {
   t.add(interval_);
   t.encode_s += double(encode_ns_.load()) * 1e-9;
   t.decode_s += double(decode_ns_.load()) * 1e-9;
-  nlohmann::json j = t.json();
+  nlohmann::json j = t.json(bytes_.total());
   j["compression"] = method;
   return j;
 }

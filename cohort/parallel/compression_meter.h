@@ -8,13 +8,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cohort/core/byte_meter.h"
+
 namespace cohort::parallel {
 
 class CompressionMeter {
  public:
   void count_step() { ++interval_.steps; }
-  void add_raw_bytes(uint64_t n) { interval_.raw_bytes += n; }
-  void add_message_bytes(uint64_t n) { interval_.message_bytes += n; }
+  void add_raw_bytes(uint64_t n) { bytes_.add_in(n); }
+  void add_message_bytes(uint64_t n) { bytes_.add_out(n); }
   // Encoding and decoding may run in continuations on another thread.
   void add_encode_seconds(double s) {
     encode_ns_.fetch_add(int64_t(s * 1e9), std::memory_order_relaxed);
@@ -30,12 +32,13 @@ class CompressionMeter {
 
  private:
   struct Totals {
-    uint64_t steps = 0, raw_bytes = 0, message_bytes = 0;
+    uint64_t steps = 0;
     double encode_s = 0, decode_s = 0;
     void add(const Totals& o);
-    nlohmann::json json() const;
+    nlohmann::json json(const ByteCounts& bytes) const;
   };
   Totals interval_, run_;
+  ByteMeter bytes_;  // in: the float32 bytes given to the codec; out: its messages' bytes
   std::atomic<int64_t> encode_ns_{0}, decode_ns_{0};
 };
 

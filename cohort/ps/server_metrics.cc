@@ -5,13 +5,19 @@
 namespace cohort::ps {
 
 void ServerMetrics::received(size_t bytes) {
-  total_.bytes_in += bytes;
-  interval_.bytes_in += bytes;
+  bytes_.add_in(bytes);
 }
 
 void ServerMetrics::sent(size_t bytes) {
-  total_.bytes_out += bytes;
-  interval_.bytes_out += bytes;
+  bytes_.add_out(bytes);
+}
+
+ServerTraffic ServerMetrics::total() const {
+  ServerTraffic t = total_;
+  const ByteCounts b = bytes_.total();
+  t.bytes_in = b.bytes_in;
+  t.bytes_out = b.bytes_out;
+  return t;
 }
 
 std::optional<ServerInterval> ServerMetrics::pushed(int64_t queue_depth, int64_t updates,
@@ -27,6 +33,9 @@ std::optional<ServerInterval> ServerMetrics::pushed(int64_t queue_depth, int64_t
                    .interval_updates = updates - interval_start_updates_,
                    .seconds = std::chrono::duration<double>(now - *interval_start_).count(),
                    .traffic = interval_};
+  const ByteCounts b = bytes_.take_interval();
+  i.traffic.bytes_in = b.bytes_in;
+  i.traffic.bytes_out = b.bytes_out;
   interval_ = {};
   interval_start_updates_ = updates;
   interval_start_ = now;

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cohort/core/byte_meter.h"
+
 namespace cohort::ps {
 
 struct ServerTraffic {
@@ -46,11 +48,12 @@ class ServerMetrics {
   // After a push was handled: `queue_depth` requests wait for an answer, `updates` optimizer
   // updates were applied in all. An interval when `every_updates` passed since the last one.
   std::optional<ServerInterval> pushed(int64_t queue_depth, int64_t updates, Clock::time_point now);
-  const ServerTraffic& total() const { return total_; }
+  ServerTraffic total() const;
 
  private:
   int64_t every_;
-  ServerTraffic total_, interval_;
+  ByteMeter bytes_;                 // in: requests received; out: answers sent
+  ServerTraffic total_, interval_;  // the queue depth samples (their bytes stay 0)
   int64_t interval_start_updates_ = 0;
   std::optional<Clock::time_point> interval_start_;
 };

@@ -122,7 +122,7 @@ void GradBucketing::begin_pass() {
 
 void GradBucketing::mark_ready(size_t p) {
   if (counter_.is_ready(p)) return;
-  policy_.take(p);
+  if (policy_.take) policy_.take(p);
   completed_.clear();
   counter_.ready(p, &completed_);
   if (completed_.empty()) return;

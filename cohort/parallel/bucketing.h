@@ -71,7 +71,7 @@ class GradBucketing : public std::enable_shared_from_this<GradBucketing> {
   enum class Order { fixed, as_ready };
   enum class Start { first_hook, armed };
   struct Policy {
-    std::function<void(size_t p)> take;           // p's gradient is final: into its bucket
+    std::function<void(size_t p)> take;           // optional: p's gradient is final: into its bucket
     std::function<comm::Work(size_t b)> launch;   // bucket b is complete: start its communication
     std::function<void()> begin;                  // optional: a pass starts
     std::function<void()> after_hook;             // optional: after each counted hook

@@ -6,30 +6,27 @@
 
 namespace cohort::ps {
 
-RangeTracker::RangeTracker(const Layout& layout, const std::vector<KeyRange>& ranges)
-    : servers_of_(layout.params.size()), slots_of_(ranges.size(), 0) {
+std::vector<std::vector<size_t>> servers_of_slots(const Layout& layout,
+                                                  const std::vector<KeyRange>& ranges) {
+  std::vector<std::vector<size_t>> servers(layout.params.size());
   for (size_t p = 0; p < layout.params.size(); ++p) {
     const ParamSlot& s = layout.params[p];
     for (size_t i = 0; i < ranges.size(); ++i) {
       if (std::max(s.offset, ranges[i].begin) >= std::min(s.offset + s.numel, ranges[i].end))
         continue;  // no key of this slot on server i
-      servers_of_[p].push_back(int(i));
-      ++slots_of_[i];
+      servers[p].push_back(i);
     }
   }
-  reset();
+  return servers;
 }
 
-void RangeTracker::reset() {
-  pending_ = slots_of_;
-  seen_.assign(servers_of_.size(), false);
-}
+RangeTracker::RangeTracker(const Layout& layout, const std::vector<KeyRange>& ranges)
+    : counter_(servers_of_slots(layout, ranges), ranges.size()) {}
 
 void RangeTracker::ready(size_t slot, std::vector<int>* done) {
-  if (seen_.at(slot)) return;
-  seen_[slot] = true;
-  for (int i : servers_of_[slot])
-    if (--pending_[size_t(i)] == 0) done->push_back(i);
+  completed_.clear();
+  counter_.ready(slot, &completed_);
+  for (size_t i : completed_) done->push_back(int(i));
 }
 
 double covered_seconds(std::vector<TimeSpan> spans) {
@@ -52,22 +49,24 @@ double covered_seconds(std::vector<TimeSpan> spans) {
 }
 
 PushOverlap::PushOverlap(const Layout& layout, const std::vector<KeyRange>& ranges, StartPush start)
-    : tracker_(layout, ranges),
+    : engine_(std::make_shared<parallel::GradBucketing>(
+          parallel::GradBucketing::Order::as_ready, parallel::GradBucketing::Start::armed,
+          parallel::GradBucketing::Policy{.launch = [this](size_t i) { return this->start(i); }})),
       start_(std::move(start)),
-      started_(ranges.size(), false),
       in_backward_(ranges.size(), false),
-      started_at_(ranges.size()) {}
+      started_at_(ranges.size()) {
+  engine_->set_plan(parallel::ReadyCounter(servers_of_slots(layout, ranges), ranges.size()));
+}
 
 void PushOverlap::install(const std::shared_ptr<PushOverlap>& self, const NamedTensors& params,
                           const Layout& layout) {
-  std::weak_ptr<PushOverlap> weak = self;
+  std::vector<Tensor> tensors(layout.params.size());  // undefined: no hook
   for (size_t p = 0; p < layout.params.size(); ++p) {
     Tensor t = params.at(layout.params[p].index).second;
     if (!t.requires_grad() || !t.is_leaf()) continue;  // never ready: pushed by push_rest()
-    t.register_grad_ready_hook([weak, p](Tensor&) {
-      if (auto o = weak.lock()) o->on_ready(p);
-    });
+    tensors[p] = t;
   }
+  self->engine_->install(tensors);
 }
 
 void PushOverlap::arm() {
@@ -77,38 +76,29 @@ void PushOverlap::arm() {
                    "ps strategy: a synced backward ran again before step() sent "
                    "the last one's pushes (call step() after each synced "
                    "backward; earlier micro-batches pass sync = false)");
-  tracker_.reset();
-  armed_ = true;
+  engine_->arm();
 }
 
 void PushOverlap::disarm() {
-  if (!armed_) return;
-  armed_ = false;
+  if (!engine_->armed()) return;
+  engine_->disarm();
   backward_end_ = Clock::now();
 }
 
-void PushOverlap::on_ready(size_t slot) {
-  if (!armed_) return;  // an accumulating micro-batch, or a backward outside the strategy
-  done_.clear();
-  tracker_.ready(slot, &done_);
-  for (int i : done_) start(i, true);
-}
-
-void PushOverlap::start(int server, bool in_backward) {
-  const size_t i = size_t(server);
-  if (started_[i]) return;
-  started_[i] = true;
-  in_backward_[i] = in_backward;
-  started_at_[i] = Clock::now();
-  start_(server);
+// Launched by a grad-ready hook (armed: in backward) or by push_rest (after backward).
+comm::Work PushOverlap::start(size_t server) {
+  in_backward_[server] = engine_->armed();
+  started_at_[server] = Clock::now();
+  start_(int(server));
+  return {};  // the worker's lanes wait for the answers (push_lanes.h)
 }
 
 void PushOverlap::push_rest() {
-  for (size_t i = 0; i < started_.size(); ++i) start(int(i), false);
+  engine_->launch_rest();
 }
 
 bool PushOverlap::any_started() const {
-  return std::find(started_.begin(), started_.end(), true) != started_.end();
+  return engine_->num_launched() > 0;
 }
 
 OverlapStep PushOverlap::finish(const std::vector<Clock::time_point>& answered,
@@ -116,8 +106,8 @@ OverlapStep PushOverlap::finish(const std::vector<Clock::time_point>& answered,
   OverlapStep o;
   std::vector<TimeSpan> hidden;
   Clock::time_point first = done;
-  for (size_t i = 0; i < started_.size(); ++i) {
-    if (!started_[i]) continue;
+  for (size_t i = 0; i < in_backward_.size(); ++i) {
+    if (!engine_->launched(i)) continue;
     first = std::min(first, started_at_[i]);
     if (!in_backward_[i]) continue;
     ++o.pushes_in_backward;
@@ -125,7 +115,7 @@ OverlapStep PushOverlap::finish(const std::vector<Clock::time_point>& answered,
   }
   o.hidden_s = covered_seconds(std::move(hidden));
   o.push_pull_s = std::chrono::duration<double>(done - first).count();
-  started_.assign(started_.size(), false);
+  engine_->reset();
   in_backward_.assign(in_backward_.size(), false);
   return o;
 }

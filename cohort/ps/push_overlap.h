@@ -16,6 +16,10 @@
 // gather_grads reads then (zeros for no gradient, as without overlap): no step waits on a hook
 // that does not come.
 //
+// The hooks and the counting are the gradient-bucketing engine's (parallel/bucketing.h): one
+// bucket per server, launched as soon as it is complete (Order::as_ready: each server has a
+// lane of its own, so no order is needed for determinism), between arm() and disarm().
+//
 // Threads: hooks, arm/disarm and push_rest all run on the thread that calls backward() and
 // step() (the engine runs hooks on the calling thread). The pushes themselves run on the
 // worker's lanes (push_lanes.h); this class only decides when to start them.
@@ -24,25 +28,30 @@
 #include <memory>
 #include <vector>
 
+#include "cohort/parallel/bucketing.h"
 #include "cohort/ps/partition.h"
 
 namespace cohort::ps {
 
-// Which servers' ranges have every layout slot that overlaps them ready.
+// By layout slot: the servers whose key range the slot's keys fall in (a slot may span
+// servers, a server many slots): the bucket plan of the push overlap.
+std::vector<std::vector<size_t>> servers_of_slots(const Layout& layout,
+                                                  const std::vector<KeyRange>& ranges);
+
+// Which servers' ranges have every layout slot that overlaps them ready (the engine's counter
+// over servers_of_slots, by itself).
 class RangeTracker {
  public:
   RangeTracker(const Layout& layout, const std::vector<KeyRange>& ranges);
   // A new backward: nothing ready.
-  void reset();
+  void reset() { counter_.reset(); }
   // Layout slot `slot`'s gradient is final; appends to *done the servers whose range it
-  // completed (a slot may span servers, a server many slots). A slot seen twice counts once.
+  // completed. A slot seen twice counts once.
   void ready(size_t slot, std::vector<int>* done);
 
  private:
-  std::vector<std::vector<int>> servers_of_;  // by slot: the servers its keys fall in
-  std::vector<int> slots_of_;                 // by server: how many slots overlap its range
-  std::vector<int> pending_;                  // by server: of those, not ready yet
-  std::vector<bool> seen_;                    // by slot
+  parallel::ReadyCounter counter_;
+  std::vector<size_t> completed_;
 };
 
 // The length of the union of [begin, end) intervals (ends before begins count as empty).
@@ -81,16 +90,13 @@ class PushOverlap {
   OverlapStep finish(const std::vector<Clock::time_point>& answered, Clock::time_point done);
 
  private:
-  void on_ready(size_t slot);
-  void start(int server, bool in_backward);
+  comm::Work start(size_t server);  // the engine's launch of bucket `server`
 
-  RangeTracker tracker_;
+  std::shared_ptr<parallel::GradBucketing> engine_;
   StartPush start_;
-  bool armed_ = false;
   Clock::time_point backward_end_{};
-  std::vector<bool> started_, in_backward_;  // by server, this step
+  std::vector<bool> in_backward_;  // by server, this step
   std::vector<Clock::time_point> started_at_;
-  std::vector<int> done_;  // scratch for RangeTracker::ready
 };
 
 }  // namespace cohort::ps

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <string>
 
-#include "cohort/comm/service/client.h"
-#include "cohort/comm/service/server.h"
+#include "cohort/net/service/client.h"
+#include "cohort/net/service/server.h"
 
-using namespace cohort::comm::service;
+using namespace cohort::net::service;
 
 static Bytes bytes(const std::string& s) {
   return Bytes(s.begin(), s.end());
@@ -20,7 +20,7 @@ static std::string text(const Bytes& b) {
 
 int main() {
   // A job shares one secret (cohort run passes it as COHORT_JOB_SECRET).
-  const auto secret = cohort::rendezvous::Secret::generate();
+  const auto secret = cohort::net::Secret::generate();
 
   long total = 0;  // touched by the server's loop thread only: handlers run there, one at a time
   std::atomic<uint64_t> last_peer{0};

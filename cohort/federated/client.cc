@@ -46,17 +46,17 @@ ClientSummary FlClient::run() {
 }
 
 bool FlClient::connect_and_hello() {
-  comm::service::ClientOptions o = options_.service;
+  net::service::ClientOptions o = options_.service;
   o.connect_timeout = std::min<std::chrono::milliseconds>(o.connect_timeout, options_.poll * 5);
   try {
-    client_ = std::make_unique<comm::service::Client>(o);
+    client_ = std::make_unique<net::service::Client>(o);
     Hello h{kProtocolVersion, options_.id, options_.num_samples, options_.layout};
     const Welcome w = decode_welcome(client_->request(encode(h)), "the server's welcome");
     log::info("fl", "client ", options_.id, " joined ", client_->describe(), " at round ", w.round,
               " (", w.clients, " clients expected)");
     return true;
   } catch (const Timeout&) {
-  } catch (const comm::service::HandshakeError&) {
+  } catch (const net::service::HandshakeError&) {
     throw;  // a wrong certificate or secret: retrying cannot help
   } catch (const IoError& e) {
     log::debug("fl", "client ", options_.id, ": ", e.what());

@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "cohort/comm/service/client.h"
+#include "cohort/net/service/client.h"
 #include "cohort/federated/messages.h"
 
 namespace cohort::federated {
@@ -29,7 +29,7 @@ struct LocalResult {
 using LocalTrainFn = std::function<LocalResult(const Task& task)>;
 
 struct FlClientOptions {
-  comm::service::ClientOptions service;  // host, port, secret, tls; name "federated server"
+  net::service::ClientOptions service;  // host, port, secret, tls; name "federated server"
   uint32_t id = 0;
   uint64_t num_samples = 0;  // told at hello
   ps::Layout layout;
@@ -70,7 +70,7 @@ class FlClient {
 
   FlClientOptions options_;
   LocalTrainFn train_;
-  std::unique_ptr<comm::service::Client> client_;
+  std::unique_ptr<net::service::Client> client_;
   std::unique_ptr<RoundState> round_;  // the secure round in progress
   std::atomic<bool> stop_{false};
   bool done_ = false;  // bye, or the fault seam fired

@@ -8,7 +8,7 @@
 #include "cohort/core/logging.h"
 #include "cohort/core/rng.h"
 #include "cohort/federated/quantize.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::federated {
 
@@ -37,7 +37,7 @@ Coordinator::Coordinator(FlServer& server, std::unique_ptr<AggregationStrategy> 
   COHORT_CHECK_ARG(int64_t(global_.size()) == server_.layout().total,
                    "federated coordinator: ", "an initial model of ", global_.size(),
                    " values for a layout of ", server_.layout().total);
-  rendezvous::random_bytes({reinterpret_cast<uint8_t*>(&noise_seed_), sizeof noise_seed_});
+  net::random_bytes({reinterpret_cast<uint8_t*>(&noise_seed_), sizeof noise_seed_});
   COHORT_CHECK_ARG(options_.clients >= 1, "fl.clients must be >= 1 (got ", options_.clients, ")");
   COHORT_CHECK_ARG(options_.fraction > 0 && options_.fraction <= 1,
                    "fl.fraction must be in (0, 1] (got ", options_.fraction, ")");

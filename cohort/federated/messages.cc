@@ -1,15 +1,15 @@
 #include "cohort/federated/messages.h"
 
-#include "cohort/comm/service/byte_io.h"
+#include "cohort/net/service/byte_io.h"
 #include "cohort/core/error.h"
 
 namespace cohort::federated {
 namespace {
 
-using comm::service::ByteReader;
-using comm::service::put;
-using comm::service::put_array;
-using comm::service::put_string;
+using net::service::ByteReader;
+using net::service::put;
+using net::service::put_array;
+using net::service::put_string;
 
 constexpr uint32_t kMaxParams = 1u << 20;           // parameters in a layout
 constexpr int64_t kMaxElements = int64_t(1) << 40;  // values in a model (no overflow below)

@@ -1,5 +1,5 @@
 #pragma once
-// The federated-learning protocol, carried on the service channel (comm/service): clients
+// The federated-learning protocol, carried on the service channel (net/service): clients
 // connect to the server (never the reverse), over TLS with the job's certificates plus the
 // job secret. Clients send requests, which the server answers (an empty answer, or an error
 // naming what was wrong); the server pushes tasks as messages.
@@ -25,12 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "cohort/comm/service/wire.h"
+#include "cohort/net/service/wire.h"
 #include "cohort/ps/partition.h"
 
 namespace cohort::federated {
 
-using comm::service::Bytes;
+using net::service::Bytes;
 
 inline constexpr uint32_t kProtocolVersion = 1;
 

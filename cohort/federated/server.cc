@@ -8,17 +8,17 @@
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 #include "cohort/federated/server_round.h"
-#include "cohort/rendezvous/pki.h"
+#include "cohort/net/pki.h"
 
 namespace cohort::federated {
 
 FlServer::FlServer(FlServerOptions options) : options_(std::move(options)) {
-  comm::service::Handlers h;
-  h.on_request = [this](const comm::service::Peer& p, uint64_t, Bytes payload) {
+  net::service::Handlers h;
+  h.on_request = [this](const net::service::Peer& p, uint64_t, Bytes payload) {
     return on_request(p, std::move(payload));
   };
-  h.on_leave = [this](const comm::service::Peer& p, const std::string& why) { on_leave(p, why); };
-  service_ = std::make_unique<comm::service::Server>(options_.service, std::move(h));
+  h.on_leave = [this](const net::service::Peer& p, const std::string& why) { on_leave(p, why); };
+  service_ = std::make_unique<net::service::Server>(options_.service, std::move(h));
   log::info("fl", "federated server listening on ", service_->address(),
             options_.service.tls.enabled() ? " (TLS)" : "", ", model of ", options_.layout.total,
             " parameters");
@@ -79,7 +79,7 @@ void FlServer::refuse(const std::string& why) {
   throw InvalidArgument(why);
 }
 
-std::optional<Bytes> FlServer::on_request(const comm::service::Peer& peer, Bytes payload) {
+std::optional<Bytes> FlServer::on_request(const net::service::Peer& peer, Bytes payload) {
   MsgKind kind;
   try {
     kind = peek_kind(payload, "message from " + peer.address);
@@ -107,7 +107,7 @@ std::optional<Bytes> FlServer::on_request(const comm::service::Peer& peer, Bytes
   return std::nullopt;
 }
 
-Bytes FlServer::on_hello(const comm::service::Peer& peer, const Bytes& payload) {
+Bytes FlServer::on_hello(const net::service::Peer& peer, const Bytes& payload) {
   const Hello h = decode_hello(payload, "hello from " + peer.address);
   const std::string who = "client " + std::to_string(h.client_id) + " (" + peer.address + ")";
   const std::string diff =
@@ -137,12 +137,12 @@ Bytes FlServer::on_hello(const comm::service::Peer& peer, const Bytes& payload) 
   return encode(Welcome{round_, options_.expected_clients});
 }
 
-// Under TLS the job CA names each client (CN client-<i>, rendezvous/pki.h); the id a client
+// Under TLS the job CA names each client (CN client-<i>, net/pki.h); the id a client
 // claims must be that one. Otherwise a client holding client 1's certificate could join as
 // client 2, train on client 2's data part and answer client 2's tasks.
-void FlServer::check_certificate(const comm::service::Peer& peer, uint32_t claimed) const {
+void FlServer::check_certificate(const net::service::Peer& peer, uint32_t claimed) const {
   if (!options_.service.tls.enabled()) return;  // plain TCP: only the secret, no identity
-  const std::string expected = rendezvous::client_cert_name(claimed);
+  const std::string expected = net::client_cert_name(claimed);
   if (peer.certificate == expected) return;
   const std::string& cn = peer.certificate;
   const bool is_client = cn.rfind("client-", 0) == 0;
@@ -153,7 +153,7 @@ void FlServer::check_certificate(const comm::service::Peer& peer, uint32_t claim
                    "): a client's --client-id must be the id of the certificate it presents");
 }
 
-uint32_t FlServer::client_of(const comm::service::Peer& peer) const {
+uint32_t FlServer::client_of(const net::service::Peer& peer) const {
   std::lock_guard lock(mu_);
   auto it = peer_client_.find(peer.id);
   COHORT_CHECK_ARG(it != peer_client_.end(), "a message from ", peer.address,
@@ -161,7 +161,7 @@ uint32_t FlServer::client_of(const comm::service::Peer& peer) const {
   return it->second;
 }
 
-void FlServer::on_update(const comm::service::Peer& peer, Bytes payload) {
+void FlServer::on_update(const net::service::Peer& peer, Bytes payload) {
   const uint32_t id = client_of(peer);
   const std::string who = "client " + std::to_string(id);
   Update u = decode_update(payload, "update from " + who);
@@ -179,7 +179,7 @@ void FlServer::on_update(const comm::service::Peer& peer, Bytes payload) {
   cv_.notify_all();
 }
 
-void FlServer::on_secagg(const comm::service::Peer& peer, Bytes payload) {
+void FlServer::on_secagg(const net::service::Peer& peer, Bytes payload) {
   const uint32_t id = client_of(peer);
   SecAggMsg m =
       decode_secagg(payload, "secure-aggregation message from client " + std::to_string(id));
@@ -193,7 +193,7 @@ void FlServer::on_secagg(const comm::service::Peer& peer, Bytes payload) {
   cv_.notify_all();
 }
 
-void FlServer::on_leave(const comm::service::Peer& peer, const std::string& why) {
+void FlServer::on_leave(const net::service::Peer& peer, const std::string& why) {
   std::lock_guard lock(mu_);
   auto it = peer_client_.find(peer.id);
   if (it == peer_client_.end()) return;

@@ -1,6 +1,6 @@
 #pragma once
 // FlServer: the network side of a federated server. It serves the protocol of messages.h on
-// the service channel (comm/service: a loopback bind unless told otherwise, the job secret,
+// the service channel (net/service: a loopback bind unless told otherwise, the job secret,
 // TLS with the job's certificates) and runs one round at a time for the coordinator
 // (coordinator.h): send the sampled clients their task, collect their updates (or, under
 // secure aggregation, run the four phases of secagg.h), until everyone answered or the
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "cohort/comm/service/server.h"
+#include "cohort/net/service/server.h"
 #include "cohort/federated/messages.h"
 
 namespace cohort::federated {
@@ -37,7 +37,7 @@ inline constexpr uint8_t kClosedPhase = 0xff;
 using Clock = std::chrono::steady_clock;
 
 struct FlServerOptions {
-  comm::service::ServerOptions service;  // name, host, port, secret, tls
+  net::service::ServerOptions service;  // name, host, port, secret, tls
   ps::Layout layout;                     // the model's; a client with another is refused
   int expected_clients = 0;              // fl.clients, told to clients in the welcome
 };
@@ -93,20 +93,20 @@ class FlServer {
   const ps::Layout& layout() const { return options_.layout; }
   // Messages refused since the start (replays, stale or malformed updates, another model).
   uint64_t refused() const;
-  comm::service::Server& service() { return *service_; }
+  net::service::Server& service() { return *service_; }
 
   struct Round;  // server_round.cc
 
  private:
-  std::optional<Bytes> on_request(const comm::service::Peer& peer, Bytes payload);
-  Bytes on_hello(const comm::service::Peer& peer, const Bytes& payload);
-  void on_update(const comm::service::Peer& peer, Bytes payload);
-  void on_secagg(const comm::service::Peer& peer, Bytes payload);
-  void on_leave(const comm::service::Peer& peer, const std::string& why);
+  std::optional<Bytes> on_request(const net::service::Peer& peer, Bytes payload);
+  Bytes on_hello(const net::service::Peer& peer, const Bytes& payload);
+  void on_update(const net::service::Peer& peer, Bytes payload);
+  void on_secagg(const net::service::Peer& peer, Bytes payload);
+  void on_leave(const net::service::Peer& peer, const std::string& why);
   // TLS: InvalidArgument, naming both ids, unless the peer's certificate is client `claimed`'s.
-  void check_certificate(const comm::service::Peer& peer, uint32_t claimed) const;
+  void check_certificate(const net::service::Peer& peer, uint32_t claimed) const;
   // The client a peer said hello as; InvalidArgument if it did not.
-  uint32_t client_of(const comm::service::Peer& peer) const;
+  uint32_t client_of(const net::service::Peer& peer) const;
   [[noreturn]] void refuse(const std::string& why);
   void send_to(uint32_t client, Bytes payload, ClientReport* report);
 
@@ -131,7 +131,7 @@ class FlServer {
   };
 
   FlServerOptions options_;
-  std::unique_ptr<comm::service::Server> service_;
+  std::unique_ptr<net::service::Server> service_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint32_t, Client> clients_;        // by client id

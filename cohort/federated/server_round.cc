@@ -9,14 +9,14 @@
 #include "cohort/core/logging.h"
 #include "cohort/federated/secagg.h"
 #include "cohort/federated/server_round.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::federated {
 namespace {
 
 uint64_t random_u64() {
   uint64_t v = 0;
-  rendezvous::random_bytes({reinterpret_cast<uint8_t*>(&v), sizeof v});
+  net::random_bytes({reinterpret_cast<uint8_t*>(&v), sizeof v});
   return v;
 }
 

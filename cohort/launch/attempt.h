@@ -18,7 +18,7 @@ namespace cohort::launch::detail {
 
 // What every attempt of a job shares, derived once from LaunchOptions and the environment.
 struct JobPlan {
-  rendezvous::Secret secret;
+  net::Secret secret;
   std::string store_host;       // bind address (if hosting) and COHORT_MASTER_ADDR
   uint16_t store_port = 0;      // 0: the OS picks one per attempt
   bool host_store = true;       // node_rank 0 hosts the store

@@ -80,13 +80,13 @@ JobPlan make_plan(const LaunchOptions& o) {
   // Multi-node: every node needs the same secret, so it cannot be generated here.
   plan.secret = !o.secret.empty() ? o.secret
                                   : rendezvous::secret_from_env(
-                                        plan.base_env, rendezvous::SecretPolicy::kAllowInsecure);
+                                        plan.base_env, net::SecretPolicy::kAllowInsecure);
   if (plan.secret.empty()) {
     COHORT_CHECK_ARG(o.nnodes == 1, "cohort run: --nnodes ", o.nnodes,
                      " needs a job secret shared by all nodes: set COHORT_JOB_SECRET (hex, e.g. "
                      "from `openssl rand -hex 32`) or COHORT_JOB_SECRET_FILE to the same value "
                      "on every node");
-    plan.secret = rendezvous::Secret::generate();
+    plan.secret = net::Secret::generate();
   }
   // Workers get the secret as COHORT_JOB_SECRET; bootstrap refuses both variables at once.
   plan.base_env.erase("COHORT_JOB_SECRET_FILE");

@@ -47,7 +47,7 @@
 #include <vector>
 
 #include "cohort/launch/binding.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::launch {
 
@@ -75,7 +75,7 @@ struct LaunchOptions {
   int num_servers = 0;
   // The job secret; empty: COHORT_JOB_SECRET(_FILE) of this process, else a fresh one (single
   // node). Given when something beside the launcher needs it first (the dashboard).
-  rendezvous::Secret secret;
+  net::Secret secret;
   // Told of what the job goes through, for the dashboard: kind "restart" (text: why), from the
   // launcher's thread, between attempts.
   std::function<void(const std::string& kind, const std::string& text)> on_event;

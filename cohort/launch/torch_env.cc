@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/socket.h"
+#include "cohort/net/socket.h"
 #include "cohort/rendezvous/tcp_store.h"
 
 namespace cohort::launch::detail {
@@ -59,7 +59,7 @@ std::optional<uint16_t> fetch_port(const JobPlan& plan, uint16_t store_port, Sig
 }  // namespace
 
 uint16_t pick_free_port(const std::string& host) {
-  rendezvous::Listener l = rendezvous::listen_tcp(host, 0, 1);
+  net::Listener l = net::listen_tcp(host, 0, 1);
   return l.port;  // the socket closes here; the port stays free unless someone else takes it
 }
 

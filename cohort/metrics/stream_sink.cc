@@ -7,8 +7,8 @@ namespace cohort::metrics {
 
 StreamSink::StreamSink(StreamSinkOptions options) : options_(std::move(options)) {
   try {
-    client_ = std::make_unique<comm::service::Client>(
-        comm::service::ClientOptions{.host = options_.host,
+    client_ = std::make_unique<net::service::Client>(
+        net::service::ClientOptions{.host = options_.host,
                                      .port = options_.port,
                                      .secret = options_.secret,
                                      .name = "dashboard metrics stream",
@@ -54,7 +54,7 @@ std::unique_ptr<Sink> stream_sink_from_env(const rendezvous::EnvMap& env, int ra
   return std::make_unique<StreamSink>(StreamSinkOptions{
       .host = v.substr(0, colon),
       .port = uint16_t(port),
-      .secret = rendezvous::secret_from_env(env, rendezvous::SecretPolicy::kRequired),
+      .secret = rendezvous::secret_from_env(env, net::SecretPolicy::kRequired),
       .rank = rank});
 }
 

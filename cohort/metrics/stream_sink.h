@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "cohort/comm/service/client.h"
+#include "cohort/net/service/client.h"
 #include "cohort/metrics/sink.h"
 #include "cohort/rendezvous/bootstrap.h"
 
@@ -19,7 +19,7 @@ namespace cohort::metrics {
 struct StreamSinkOptions {
   std::string host;
   uint16_t port = 0;
-  rendezvous::Secret secret;
+  net::Secret secret;
   int rank = 0;
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(10);
   std::chrono::milliseconds send_timeout = std::chrono::seconds(2);
@@ -35,7 +35,7 @@ class StreamSink final : public Sink {
   void give_up(const std::string& why);
 
   StreamSinkOptions options_;
-  std::unique_ptr<comm::service::Client> client_;
+  std::unique_ptr<net::service::Client> client_;
 };
 
 // The sink COHORT_METRICS_STREAM asks for, or nullptr when it is not set. InvalidArgument

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <thread>
 
-#include "cohort/comm/service/server.h"
+#include "cohort/net/service/server.h"
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 #include "cohort/monitor/dashboard_page.h"
@@ -32,7 +32,7 @@ std::string read_chart_js(const std::string& path) {
 }
 
 // A stream message: {"rank": R, "record": {...}}.
-void ingest_message(JobView& view, const comm::service::Bytes& payload) {
+void ingest_message(JobView& view, const net::service::Bytes& payload) {
   Json m = Json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
   if (!m.is_object() || !m.contains("rank") || !m["rank"].is_number_integer()) {
     view.ingest(-1, Json());  // counted as malformed
@@ -47,8 +47,8 @@ class Dashboard::Impl {
  public:
   Impl(const DashboardOptions& o, JobView& view)
       : options_(o), view_(view), chart_js_(read_chart_js(o.chart_js)) {
-    rendezvous::check_secret(o.secret, rendezvous::SecretPolicy::kRequired, "dashboard");
-    token_required_ = o.require_token || !rendezvous::is_loopback_host(o.bind);
+    net::check_secret(o.secret, net::SecretPolicy::kRequired, "dashboard");
+    token_required_ = o.require_token || !net::is_loopback_host(o.bind);
     token_ = o.secret.derive("dashboard");
     start_stream();
     start_http();
@@ -76,8 +76,8 @@ class Dashboard::Impl {
 
  private:
   void start_stream() {
-    comm::service::Handlers h;
-    h.on_message = [this](const comm::service::Peer& peer, comm::service::Bytes payload) {
+    net::service::Handlers h;
+    h.on_message = [this](const net::service::Peer& peer, net::service::Bytes payload) {
       try {
         ingest_message(view_, payload);
       } catch (const std::exception& e) {  // a record of an unexpected shape: keep the peer
@@ -86,8 +86,8 @@ class Dashboard::Impl {
         view_.ingest(-1, Json());
       }
     };
-    stream_ = std::make_unique<comm::service::Server>(
-        comm::service::ServerOptions{
+    stream_ = std::make_unique<net::service::Server>(
+        net::service::ServerOptions{
             .host = options_.bind, .port = 0, .secret = options_.secret, .name = "metrics stream"},
         std::move(h));
   }
@@ -100,7 +100,7 @@ class Dashboard::Impl {
     const std::string auth = req.get_header_value("Authorization");
     if (given.empty() && auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
     try {
-      return !given.empty() && rendezvous::Secret::from_hex(given, "dashboard token") == token_;
+      return !given.empty() && net::Secret::from_hex(given, "dashboard token") == token_;
     } catch (const Error&) {  // not hex, or too short
       return false;
     }
@@ -147,8 +147,8 @@ class Dashboard::Impl {
   JobView& view_;
   std::string chart_js_;
   bool token_required_ = false;
-  rendezvous::Secret token_;  // what a request must carry when token_required_
-  std::unique_ptr<comm::service::Server> stream_;
+  net::Secret token_;  // what a request must carry when token_required_
+  std::unique_ptr<net::service::Server> stream_;
   httplib::Server http_;
   std::thread http_thread_;
   std::atomic<bool> listen_returned_{false};

@@ -16,14 +16,14 @@
 #include <string>
 
 #include "cohort/monitor/job_view.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::monitor {
 
 struct DashboardOptions {
   std::string bind = "127.0.0.1";  // HTTP and stream servers; non-loopback needs the token
   uint16_t port = 0;               // HTTP port; 0: the OS picks one (printed)
-  rendezvous::Secret secret;       // the job secret: required
+  net::Secret secret;       // the job secret: required
   int workers = 0;
   std::string chart_js = "/usr/share/javascript/chart.js/chart.min.js";  // libjs-chart.js
   bool require_token = false;  // also on loopback (always off it)

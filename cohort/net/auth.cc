@@ -1,4 +1,4 @@
-#include "cohort/rendezvous/auth.h"
+#include "cohort/net/auth.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -10,7 +10,7 @@
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 
-namespace cohort::rendezvous::auth {
+namespace cohort::net::auth {
 namespace {
 
 constexpr uint8_t kVersion = 1;
@@ -171,4 +171,4 @@ void answer_challenge(int fd, const Secret& secret, std::string_view context, De
   hs.check_result(result, peer);
 }
 
-}  // namespace cohort::rendezvous::auth
+}  // namespace cohort::net::auth

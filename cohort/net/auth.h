@@ -29,10 +29,10 @@
 #include <string_view>
 
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/secret.h"
-#include "cohort/rendezvous/socket.h"
+#include "cohort/net/secret.h"
+#include "cohort/net/socket.h"
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 
 // The peer was reached and refused us, or proved it is not who it should be: a wrong job secret
 // or (TLS) a certificate it does not accept. Unlike a peer that is not up yet or hung up,
@@ -42,9 +42,9 @@ class AuthRefused : public ErrorKind<AuthRefused, IoError> {
   using ErrorKind::ErrorKind;
 };
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net
 
-namespace cohort::rendezvous::auth {
+namespace cohort::net::auth {
 
 inline constexpr std::string_view kStoreContext = "cohort-store-v1";
 inline constexpr uint32_t kMagic = 0x31554163;  // "cAU1" in little-endian byte order
@@ -112,4 +112,4 @@ void serve_challenge(int fd, const Secret& secret, std::string_view context, Dea
 void answer_challenge(int fd, const Secret& secret, std::string_view context, Deadline deadline,
                       std::string_view peer);
 
-}  // namespace cohort::rendezvous::auth
+}  // namespace cohort::net::auth

@@ -1,8 +1,8 @@
-#include "cohort/rendezvous/frame.h"
+#include "cohort/net/frame.h"
 
 #include "cohort/core/error.h"
 
-namespace cohort::rendezvous::frame {
+namespace cohort::net::frame {
 namespace {
 
 Result malformed(std::string why) {
@@ -61,4 +61,4 @@ uint64_t load_u64(const uint8_t* p) {
   return uint64_t(load_u32(p)) | uint64_t(load_u32(p + 4)) << 32;
 }
 
-}  // namespace cohort::rendezvous::frame
+}  // namespace cohort::net::frame

@@ -1,6 +1,6 @@
 #pragma once
 // The one frame parser of cohort's request/response servers: the rendezvous store (wire.h) and
-// the service channel (comm/service/) both cut their byte streams into frames here, so both
+// the service channel (net/service/) both cut their byte streams into frames here, so both
 // get the same checks, and tests/fuzz/ fuzzes them once (store_frame_fuzz, service_frame_fuzz).
 //
 // Every frame: a 9-byte header, then body_len bytes of body. Integers are little-endian.
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace cohort::rendezvous::frame {
+namespace cohort::net::frame {
 
 inline constexpr size_t kHeaderBytes = 9;
 
@@ -62,4 +62,4 @@ void put_u64(std::vector<uint8_t>* out, uint64_t v);
 uint32_t load_u32(const uint8_t* p);
 uint64_t load_u64(const uint8_t* p);
 
-}  // namespace cohort::rendezvous::frame
+}  // namespace cohort::net::frame

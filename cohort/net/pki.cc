@@ -1,4 +1,4 @@
-#include "cohort/rendezvous/pki.h"
+#include "cohort/net/pki.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 
 #include "cohort/core/error.h"
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 namespace {
 
 struct KeyFree {
@@ -165,4 +165,4 @@ void add_client_certs(const std::string& dir, int first, int count, int days) {
   for (int i = first; i < first + count; ++i) sign_client(dir, i, ca.get(), ca_key.get(), days);
 }
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

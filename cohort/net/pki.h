@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 
 struct PkiOptions {
   // Names and addresses clients dial the server at (an entry that parses as an IP address
@@ -32,4 +32,4 @@ void write_job_pki(const std::string& dir, const PkiOptions& options);
 // Signs client certificates first..first+count-1 with the CA already in DIR.
 void add_client_certs(const std::string& dir, int first, int count, int days = 365);
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

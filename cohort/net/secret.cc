@@ -1,4 +1,4 @@
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -12,7 +12,7 @@
 
 #include "cohort/core/error.h"
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 namespace {
 
 int hex_digit(char c) {
@@ -121,4 +121,4 @@ void random_bytes(std::span<uint8_t> out) {
                   "OpenSSL RAND_bytes failed to produce ", out.size(), " random bytes");
 }
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

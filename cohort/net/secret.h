@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 
 // 128 bits: below that, an attacker on the network could guess it offline from a captured
 // handshake.
@@ -57,4 +57,4 @@ bool is_loopback_host(std::string_view host);
 // Fills out with cryptographically random bytes. Internal error if OpenSSL cannot.
 void random_bytes(std::span<uint8_t> out);
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

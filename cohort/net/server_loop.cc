@@ -1,4 +1,4 @@
-#include "cohort/rendezvous/server_loop.h"
+#include "cohort/net/server_loop.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -13,7 +13,7 @@
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 namespace {
 
 constexpr size_t kReadChunk = size_t{256} << 10;
@@ -496,4 +496,4 @@ void ServerLoop::reap() {
   }
 }
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

@@ -1,6 +1,6 @@
 #pragma once
 // ServerLoop: the event loop under cohort's long-lived servers, the rendezvous store
-// (TcpStoreServer) and the service channel (comm/service/). It owns the listening socket and
+// (TcpStoreServer) and the service channel (net/service/). It owns the listening socket and
 // one thread running poll() over every connection; what a connection's bytes mean is the
 // Handler's business (each protocol cuts them into frames with frame.h).
 //
@@ -37,13 +37,17 @@
 #include <vector>
 
 #include "cohort/core/log_rate_limiter.h"
-#include "cohort/rendezvous/auth.h"
-#include "cohort/rendezvous/secret.h"
-#include "cohort/rendezvous/socket.h"
-#include "cohort/rendezvous/store.h"
-#include "cohort/rendezvous/tls.h"
+#include "cohort/net/auth.h"
+#include "cohort/net/secret.h"
+#include "cohort/net/socket.h"
+#include "cohort/net/tls.h"
 
-namespace cohort::rendezvous {
+namespace cohort::net {
+
+// The same spellings as rendezvous/store.h (net sits below the store and cannot include it).
+using Bytes = std::vector<uint8_t>;
+using Clock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
 
 // Why a server turned a connection away; ServerStats::refused counts each.
 enum class Refusal {
@@ -245,4 +249,4 @@ class ServerLoop {
   } stats_;
 };
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

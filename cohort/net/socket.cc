@@ -1,4 +1,4 @@
-#include "cohort/rendezvous/socket.h"
+#include "cohort/net/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 
 #include "cohort/core/error.h"
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -252,4 +252,4 @@ Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, std::s
                             "; check that it is running and that the address and port are right"));
 }
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

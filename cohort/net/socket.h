@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
@@ -70,4 +70,4 @@ Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, std::s
 // "host:port", with brackets around an IPv6 host.
 std::string join_host_port(const std::string& host, uint16_t port);
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

@@ -1,4 +1,4 @@
-#include "cohort/rendezvous/tls.h"
+#include "cohort/net/tls.h"
 
 #include <arpa/inet.h>
 #include <openssl/err.h>
@@ -12,10 +12,10 @@
 #include <cstring>
 
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/auth.h"
-#include "cohort/rendezvous/socket.h"
+#include "cohort/net/auth.h"
+#include "cohort/net/socket.h"
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 namespace {
 
 // OpenSSL's queued errors as one line (and clears the queue).
@@ -259,4 +259,4 @@ void TlsStream::write_all(const void* buf, size_t n, std::chrono::steady_clock::
   }
 }
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

@@ -24,7 +24,7 @@
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 
 struct TlsOptions {
   std::string ca_file;    // the job CA's certificate (PEM)
@@ -99,4 +99,4 @@ class TlsStream {
   std::string error_;
 };
 
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

@@ -1,5 +1,5 @@
 #pragma once
-// The parameter server's messages, carried as service-channel requests (comm/service). Every
+// The parameter server's messages, carried as service-channel requests (net/service). Every
 // request starts with its kind and the worker's rank; the server answers each one:
 //
 //   hello  {rank, num_workers, total_steps, [(name, numel)],  -> HelloReply    first, and
@@ -32,14 +32,14 @@
 #include <string>
 #include <vector>
 
-#include "cohort/comm/service/wire.h"
+#include "cohort/net/service/wire.h"
 #include "cohort/ps/partition.h"
 #include "cohort/ps/shared_area.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::ps {
 
-using comm::service::Bytes;
+using net::service::Bytes;
 
 // Where server i publishes its "host:port" in the job's rendezvous store: each start of it
 // (the first, then every restart) increments generation_key(i) and sets

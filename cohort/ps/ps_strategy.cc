@@ -120,8 +120,8 @@ WorkerOptions worker_options(const parallel::StrategyContext& ctx) {
   o.rejoin = ctx.restarts_alone > 0 || resuming;    // both start where the servers are
   o.resumed = resuming && ctx.restarts_alone == 0;  // the job's start, not a later rejoin
   o.store = ctx.store;
-  o.secret = rendezvous::secret_from_env(env, rendezvous::SecretPolicy::kAllowInsecure);
-  o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+  o.secret = rendezvous::secret_from_env(env, net::SecretPolicy::kAllowInsecure);
+  o.secret_policy = net::SecretPolicy::kAllowInsecure;
   double t = cfg.get_float("ps.timeout_s");
   if (t <= 0) t = cfg.get_float("comm.timeout_s");
   o.timeout = Millis(int64_t(t * 1000.0));

@@ -42,13 +42,13 @@ ParamServer::ParamServer(ServerOptions options)
     if (o_.restore) restore_newest();
   }
   last_activity_ = std::chrono::steady_clock::now();
-  comm::service::Handlers h;
-  h.on_request = [this](const comm::service::Peer& p, uint64_t id, Bytes q) {
+  net::service::Handlers h;
+  h.on_request = [this](const net::service::Peer& p, uint64_t id, Bytes q) {
     return on_request(p, id, std::move(q));
   };
-  h.on_leave = [this](const comm::service::Peer& p, const std::string& why) { on_leave(p, why); };
-  server_ = std::make_unique<comm::service::Server>(
-      comm::service::ServerOptions{.host = o_.host,
+  h.on_leave = [this](const net::service::Peer& p, const std::string& why) { on_leave(p, why); };
+  server_ = std::make_unique<net::service::Server>(
+      net::service::ServerOptions{.host = o_.host,
                                    .secret = o_.secret,
                                    .secret_policy = o_.secret_policy,
                                    .name = str("parameter server ", o_.index)},
@@ -98,7 +98,7 @@ void ParamServer::wait(Millis idle_timeout) {
   }
 }
 
-std::optional<Bytes> ParamServer::on_request(const comm::service::Peer& peer, uint64_t id,
+std::optional<Bytes> ParamServer::on_request(const net::service::Peer& peer, uint64_t id,
                                              Bytes payload) {
   std::lock_guard<std::mutex> lock(mu_);
   last_activity_ = std::chrono::steady_clock::now();
@@ -382,7 +382,7 @@ ServerStats ParamServer::stats() const {
   return s;
 }
 
-void ParamServer::on_leave(const comm::service::Peer& peer, const std::string& why) {
+void ParamServer::on_leave(const net::service::Peer& peer, const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = ranks_.find(peer.id);
   if (it == ranks_.end()) return;  // not a worker (refused, or never said hello)

@@ -1,7 +1,7 @@
 #pragma once
 // ParamServer: one of S parameter servers. It owns keys `range` of the flat key space
 // (partition.h) with their values and the optimizer state over them, and serves workers on a
-// service::Server (comm/service/server.h), authenticated with the job secret.
+// service::Server (net/service/server.h), authenticated with the job secret.
 //
 // BSP protocol (protocol.h has the messages):
 //   1. every worker says hello; its layout must equal the server's (else the hello is refused
@@ -64,7 +64,7 @@
 #include <set>
 #include <vector>
 
-#include "cohort/comm/service/server.h"
+#include "cohort/net/service/server.h"
 #include "cohort/optim/optimizer.h"
 #include "cohort/optim/schedule.h"
 #include "cohort/ps/consistency.h"
@@ -82,8 +82,8 @@ struct ServerOptions {
   int num_servers = 1;
   int num_workers = 1;
   NamedTensors params;  // the model's parameters with their initial values (only read)
-  rendezvous::Secret secret;
-  rendezvous::SecretPolicy secret_policy = rendezvous::SecretPolicy::kRequired;
+  net::Secret secret;
+  net::SecretPolicy secret_policy = net::SecretPolicy::kRequired;
   std::string host = "127.0.0.1";
   // The optimizer over the server's slice (one 1-D tensor), and the LR schedule given the
   // run's length from the workers' hello.
@@ -159,8 +159,8 @@ class ParamServer {
     std::chrono::steady_clock::time_point since;
     bool shared = false;  // the push came through the worker's shared area: so does the answer
   };
-  std::optional<Bytes> on_request(const comm::service::Peer& peer, uint64_t id, Bytes payload);
-  void on_leave(const comm::service::Peer& peer, const std::string& why);
+  std::optional<Bytes> on_request(const net::service::Peer& peer, uint64_t id, Bytes payload);
+  void on_leave(const net::service::Peer& peer, const std::string& why);
   Bytes hello(uint64_t peer, const Bytes& payload);
   std::optional<Bytes> push(uint64_t peer, uint64_t id, const Bytes& payload);
   std::optional<Bytes> push_bsp(int rank, uint64_t peer, uint64_t id, const Push& p);
@@ -235,7 +235,7 @@ class ParamServer {
   std::string error_;             // set once: wait() throws it
   std::chrono::steady_clock::time_point last_activity_;
 
-  std::unique_ptr<comm::service::Server> server_;  // last: stopped first
+  std::unique_ptr<net::service::Server> server_;  // last: stopped first
 };
 
 }  // namespace cohort::ps

@@ -4,7 +4,7 @@
 
 #include "cohort/comm/transport/shm/shm_arena.h"
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::ps {
 namespace {
@@ -42,7 +42,7 @@ std::unique_ptr<SharedArea> SharedArea::create(int64_t count, int rank) {
   a->offer_.count = count;
   a->arena_ = comm::transport::ShmArena::create(bytes_for(count), rank, &a->offer_.name);
   char* base = static_cast<char*>(a->arena_->allocate(bytes_for(count)));  // all of it, at 0
-  rendezvous::random_bytes(a->offer_.token);
+  net::random_bytes(a->offer_.token);
   Header h{a->offer_.token, count};
   std::memcpy(base, &h, sizeof(h));
   a->place(base);

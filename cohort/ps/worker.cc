@@ -179,8 +179,8 @@ int64_t PsWorker::connect(int i, int64_t after, const std::string& why,
   const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
   auto [host, port] =
       split_address(o_.store->get_string(server_key(i, generation), std::max(left, Millis(1))), i);
-  auto client = std::make_unique<comm::service::Client>(
-      comm::service::ClientOptions{.host = host,
+  auto client = std::make_unique<net::service::Client>(
+      net::service::ClientOptions{.host = host,
                                    .port = port,
                                    .secret = o_.secret,
                                    .secret_policy = o_.secret_policy,

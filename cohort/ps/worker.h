@@ -34,7 +34,7 @@
 #include <utility>
 #include <vector>
 
-#include "cohort/comm/service/client.h"
+#include "cohort/net/service/client.h"
 #include "cohort/ps/consistency.h"
 #include "cohort/ps/protocol.h"
 #include "cohort/ps/push_codec.h"
@@ -50,8 +50,8 @@ struct WorkerOptions {
   int num_workers = 1;
   int num_servers = 1;
   std::shared_ptr<rendezvous::Store> store;  // where the servers published their addresses
-  rendezvous::Secret secret;
-  rendezvous::SecretPolicy secret_policy = rendezvous::SecretPolicy::kRequired;
+  net::Secret secret;
+  net::SecretPolicy secret_policy = net::SecretPolicy::kRequired;
   Millis timeout = std::chrono::seconds(300);  // find, connect, and each request
   int64_t total_steps = 0;                     // sent in hello, for the servers' LR schedule
   Consistency consistency;                     // the servers' mode (the worker reports it)
@@ -140,7 +140,7 @@ class PsWorker {
   // One server: its connection, the generation it was published with, and the pushes kept
   // for a replay (step -> the encoded push, kept whole: no second copy of the gradient).
   struct Link {
-    std::unique_ptr<comm::service::Client> client;
+    std::unique_ptr<net::service::Client> client;
     int64_t generation = 0;
     bool checkpoints = false;
     int64_t skip_until = 0;  // pushes of steps below this the server already holds

@@ -169,18 +169,18 @@ EnvMap snapshot_environment() {
   return env;
 }
 
-Secret secret_from_env(const EnvMap& env, SecretPolicy policy) {
+net::Secret secret_from_env(const EnvMap& env, net::SecretPolicy policy) {
   const std::string* hex = lookup(env, "COHORT_JOB_SECRET");
   const std::string* file = lookup(env, "COHORT_JOB_SECRET_FILE");
   COHORT_CHECK_ARG(!(hex && file),
                    "both COHORT_JOB_SECRET and COHORT_JOB_SECRET_FILE are set; "
                    "set only one");
-  if (hex) return Secret::from_hex(*hex, "COHORT_JOB_SECRET");
-  if (file) return Secret::from_file(*file);
+  if (hex) return net::Secret::from_hex(*hex, "COHORT_JOB_SECRET");
+  if (file) return net::Secret::from_file(*file);
   const std::string* insecure = lookup(env, "COHORT_ALLOW_INSECURE");
-  if (insecure && *insecure == "1") policy = SecretPolicy::kAllowInsecure;
-  Secret none;
-  check_secret(none, policy, "rendezvous");
+  if (insecure && *insecure == "1") policy = net::SecretPolicy::kAllowInsecure;
+  net::Secret none;
+  net::check_secret(none, policy, "rendezvous");
   return none;
 }
 
@@ -208,7 +208,7 @@ WorldInfo world_from_env(const EnvMap& env, const BootstrapOptions& options) {
   r.finish();
   check_consistent(*n, w);
   w.secret = secret_from_env(env, options.secret_policy);
-  COHORT_CHECK_ARG(!w.secret.empty() || is_loopback_host(w.master_addr),
+  COHORT_CHECK_ARG(!w.secret.empty() || net::is_loopback_host(w.master_addr),
                    "insecure mode (no job secret) is for single-host tests: the store address ",
                    w.master_addr, " is not loopback. Set COHORT_JOB_SECRET");
   return w;

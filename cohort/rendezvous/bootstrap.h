@@ -26,7 +26,7 @@
 #include <string>
 #include <string_view>
 
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::rendezvous {
 
@@ -44,12 +44,12 @@ struct WorldInfo {
   int local_world_size = 1;  // processes on this host
   std::string master_addr;   // where the TcpStoreServer listens
   uint16_t master_port = 0;
-  Secret secret;  // empty only in insecure mode
+  net::Secret secret;  // empty only in insecure mode
   EnvConvention source = EnvConvention::kCohort;
 };
 
 struct BootstrapOptions {
-  SecretPolicy secret_policy = SecretPolicy::kRequired;
+  net::SecretPolicy secret_policy = net::SecretPolicy::kRequired;
 };
 
 // Throws InvalidArgument if no convention is present, or the one present is incomplete or
@@ -63,7 +63,7 @@ bool has_launcher_environment(const EnvMap& env);
 int int_from_env(const EnvMap& env, std::string_view name, int fallback);
 // The secret alone: COHORT_JOB_SECRET or COHORT_JOB_SECRET_FILE (not both). Empty if neither is
 // set and the policy allows it.
-Secret secret_from_env(const EnvMap& env, SecretPolicy policy);
+net::Secret secret_from_env(const EnvMap& env, net::SecretPolicy policy);
 // Tasks on node `node_id` from SLURM_TASKS_PER_NODE syntax, e.g. "2(x3),1": nodes 0-2 run 2,
 // node 3 runs 1. InvalidArgument on bad syntax or a node id out of range.
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cohort/rendezvous/kv_table.h"
-#include "cohort/rendezvous/server_loop.h"
+#include "cohort/net/server_loop.h"
 #include "cohort/rendezvous/tcp_store_server.h"
 #include "cohort/rendezvous/wire.h"
 
@@ -24,31 +24,31 @@ struct ParkedRequest {
   Clock::time_point deadline;
 };
 
-class TcpStoreServer::Impl : public ServerLoop::Handler {
+class TcpStoreServer::Impl : public net::ServerLoop::Handler {
  public:
   explicit Impl(TcpStoreServerOptions options);
   ~Impl() override;
   Stats stats() const;
 
-  ServerLoop loop_;
+  net::ServerLoop loop_;
 
  private:
   // ServerLoop::Handler (tcp_store_server.cc)
-  void on_data(ServerConn& c) override { process(c); }
-  void on_close(ServerConn& c, const std::string& why) override;
+  void on_data(net::ServerConn& c) override { process(c); }
+  void on_close(net::ServerConn& c, const std::string& why) override;
   Clock::time_point next_timer() const override;
   void on_timer(Clock::time_point now) override;
   void after_events() override;
   void process_resumed();
 
   // server_requests.cc
-  void process(ServerConn& c);  // parses and executes buffered frames until parked or short
-  void execute(ServerConn& c, wire::Request&& q);
-  void park(ServerConn& c, wire::Request&& q);
-  void unpark(ServerConn& c);
-  bool try_answer_parked(ServerConn& c, ParkedRequest& p);
+  void process(net::ServerConn& c);  // parses and executes buffered frames until parked or short
+  void execute(net::ServerConn& c, wire::Request&& q);
+  void park(net::ServerConn& c, wire::Request&& q);
+  void unpark(net::ServerConn& c);
+  bool try_answer_parked(net::ServerConn& c, ParkedRequest& p);
   void wake(const std::string& key);
-  void reply(ServerConn& c, wire::Command command, const wire::Response& r);
+  void reply(net::ServerConn& c, wire::Command command, const wire::Response& r);
 
   std::unordered_map<uint64_t, ParkedRequest> parked_;  // by connection id
   std::unordered_map<std::string, std::vector<uint64_t>> parked_by_key_;

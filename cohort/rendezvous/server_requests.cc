@@ -22,20 +22,20 @@ wire::Response ok() {
 
 }  // namespace
 
-void TcpStoreServer::Impl::process(ServerConn& c) {
-  while (c.state == ServerConn::State::kReady && !c.dead && !parked_.count(c.id) &&
+void TcpStoreServer::Impl::process(net::ServerConn& c) {
+  while (c.state == net::ServerConn::State::kReady && !c.dead && !parked_.count(c.id) &&
          c.unparsed() > 0 && c.unsent() < kServerMaxUnsent) {
     wire::Request q;
     auto res = wire::parse_request({c.in.data() + c.in_pos, c.unparsed()}, &q);
     if (res.status == wire::ParseStatus::kNeedMore) return;
     if (res.status == wire::ParseStatus::kMalformed)
-      return loop_.refuse(c, Refusal::kBadFrame, res.error);
+      return loop_.refuse(c, net::Refusal::kBadFrame, res.error);
     c.in_pos += res.size;
     execute(c, std::move(q));
   }
 }
 
-void TcpStoreServer::Impl::execute(ServerConn& c, wire::Request&& q) {
+void TcpStoreServer::Impl::execute(net::ServerConn& c, wire::Request&& q) {
   using wire::Command;
   const std::string key = q.keys.empty() ? std::string() : q.keys[0];
   wire::Response r;
@@ -78,7 +78,7 @@ void TcpStoreServer::Impl::execute(ServerConn& c, wire::Request&& q) {
   }
 }
 
-void TcpStoreServer::Impl::park(ServerConn& c, wire::Request&& q) {
+void TcpStoreServer::Impl::park(net::ServerConn& c, wire::Request&& q) {
   uint64_t ms = std::min(q.timeout_ms, kMaxTimeoutMs);
   ParkedRequest& p = parked_[c.id];
   p.deadline = Clock::now() + Millis(ms);
@@ -87,7 +87,7 @@ void TcpStoreServer::Impl::park(ServerConn& c, wire::Request&& q) {
   parked_by_key_[p.key].push_back(c.id);
 }
 
-void TcpStoreServer::Impl::unpark(ServerConn& c) {
+void TcpStoreServer::Impl::unpark(net::ServerConn& c) {
   auto pit = parked_.find(c.id);
   if (pit == parked_.end()) return;
   auto it = parked_by_key_.find(pit->second.key);
@@ -101,7 +101,7 @@ void TcpStoreServer::Impl::unpark(ServerConn& c) {
 
 // Answers c's parked request p if all its keys are present; else re-registers it under the next
 // missing key. Returns whether it was answered.
-bool TcpStoreServer::Impl::try_answer_parked(ServerConn& c, ParkedRequest& p) {
+bool TcpStoreServer::Impl::try_answer_parked(net::ServerConn& c, ParkedRequest& p) {
   std::vector<std::string> missing = table_.missing(p.request.keys);
   if (!missing.empty()) {
     p.key = missing.front();
@@ -122,14 +122,15 @@ void TcpStoreServer::Impl::wake(const std::string& key) {
   std::vector<uint64_t> ids = std::move(it->second);
   parked_by_key_.erase(it);
   for (uint64_t id : ids) {
-    ServerConn* c = loop_.find(id);
+    net::ServerConn* c = loop_.find(id);
     auto pit = parked_.find(id);
     if (!c || pit == parked_.end() || pit->second.key != key) continue;
     if (try_answer_parked(*c, pit->second)) resume_.push_back(id);
   }
 }
 
-void TcpStoreServer::Impl::reply(ServerConn& c, wire::Command command, const wire::Response& r) {
+void TcpStoreServer::Impl::reply(net::ServerConn& c, wire::Command command,
+                                 const wire::Response& r) {
   wire::encode_response(command, r, &c.out);
   loop_.flush(c);
 }

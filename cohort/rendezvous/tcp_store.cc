@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/auth.h"
+#include "cohort/net/auth.h"
 
 namespace cohort::rendezvous {
 namespace {
@@ -26,31 +26,32 @@ wire::Request request(Command c, const std::string& key) {
 
 TcpStore::TcpStore(TcpStoreOptions options)
     : Store(StoreOptions{options.timeout}), options_(std::move(options)) {
-  check_secret(options_.secret, options_.secret_policy, "TcpStore");
+  net::check_secret(options_.secret, options_.secret_policy, "TcpStore");
   COHORT_CHECK_ARG(options_.port != 0, "TcpStore: no port given for store at ", options_.host,
                    " (the server's port: MASTER_PORT / COHORT_MASTER_PORT)");
-  address_ = join_host_port(options_.host, options_.port);
+  address_ = net::join_host_port(options_.host, options_.port);
   // Connect now, so that a wrong address or secret fails here rather than at first use.
-  release(open_connection(deadline_after(options_.connect_timeout)));
+  release(open_connection(net::deadline_after(options_.connect_timeout)));
 }
 
 TcpStore::~TcpStore() = default;
 
-Fd TcpStore::open_connection(Deadline deadline) {
+net::Fd TcpStore::open_connection(net::Deadline deadline) {
   std::string what = describe();
-  Fd fd = connect_tcp(options_.host, options_.port, deadline, what);
+  net::Fd fd = net::connect_tcp(options_.host, options_.port, deadline, what);
   // The handshake gets its own bound: a server that accepted but is wedged must not hold us
   // for the whole connect retry window.
-  Deadline auth_deadline = std::min(deadline, deadline_after(std::chrono::seconds(30)));
-  auth::answer_challenge(fd.get(), options_.secret, auth::kStoreContext, auth_deadline, what);
+  net::Deadline auth_deadline = std::min(deadline, net::deadline_after(std::chrono::seconds(30)));
+  net::auth::answer_challenge(fd.get(), options_.secret, net::auth::kStoreContext, auth_deadline,
+                              what);
   return fd;
 }
 
-Fd TcpStore::acquire(Deadline deadline) {
+net::Fd TcpStore::acquire(net::Deadline deadline) {
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     if (!idle_.empty()) {
-      Fd fd = std::move(idle_.back());
+      net::Fd fd = std::move(idle_.back());
       idle_.pop_back();
       return fd;
     }
@@ -58,18 +59,18 @@ Fd TcpStore::acquire(Deadline deadline) {
   // The server was up when we were constructed: a refusal now means it is gone, so retry only
   // briefly rather than for the whole startup window.
   Millis window = std::min(options_.connect_timeout, kReconnectWindow);
-  return open_connection(std::min(deadline, deadline_after(window)));
+  return open_connection(std::min(deadline, net::deadline_after(window)));
 }
 
-void TcpStore::release(Fd fd) {
+void TcpStore::release(net::Fd fd) {
   std::lock_guard<std::mutex> lock(pool_mu_);
   idle_.push_back(std::move(fd));
 }
 
 wire::Response TcpStore::call(const wire::Request& q, Millis server_wait) {
   Millis grace = std::min(timeout(), kMaxGrace);
-  Deadline deadline = deadline_after(server_wait + std::max(grace, Millis(1000)));
-  Fd fd = acquire(deadline);
+  net::Deadline deadline = net::deadline_after(server_wait + std::max(grace, Millis(1000)));
+  net::Fd fd = acquire(deadline);
   std::string what = describe();
   const char* op = wire::command_name(q.command);
   Bytes frame;
@@ -78,15 +79,15 @@ wire::Response TcpStore::call(const wire::Request& q, Millis server_wait) {
                    " request of ", frame.size(), " bytes exceeds the frame limit of ",
                    wire::kMaxBodyBytes);
   // An exception below leaves the stream in an unknown state: fd is closed, not pooled.
-  write_all(fd.get(), frame.data(), frame.size(), deadline, what, op);
+  net::write_all(fd.get(), frame.data(), frame.size(), deadline, what, op);
   Bytes buf(wire::kHeaderBytes);
-  read_exact(fd.get(), buf.data(), buf.size(), deadline, what, op);
+  net::read_exact(fd.get(), buf.data(), buf.size(), deadline, what, op);
   wire::Response r;
   auto res = wire::parse_response(buf, q.command, &r);
   if (res.status == wire::ParseStatus::kNeedMore) {
     buf.resize(res.size);
-    read_exact(fd.get(), buf.data() + wire::kHeaderBytes, res.size - wire::kHeaderBytes, deadline,
-               what, op);
+    net::read_exact(fd.get(), buf.data() + wire::kHeaderBytes, res.size - wire::kHeaderBytes,
+                    deadline, what, op);
     res = wire::parse_response(buf, q.command, &r);
   }
   COHORT_CHECK_IO(res.status == wire::ParseStatus::kOk, what, " sent a malformed ", op,

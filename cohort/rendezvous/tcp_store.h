@@ -16,8 +16,8 @@
 #include <mutex>
 #include <vector>
 
-#include "cohort/rendezvous/secret.h"
-#include "cohort/rendezvous/socket.h"
+#include "cohort/net/secret.h"
+#include "cohort/net/socket.h"
 #include "cohort/rendezvous/store.h"
 #include "cohort/rendezvous/wire.h"
 
@@ -26,8 +26,8 @@ namespace cohort::rendezvous {
 struct TcpStoreOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // required: the server's port
-  Secret secret;
-  SecretPolicy secret_policy = SecretPolicy::kRequired;
+  net::Secret secret;
+  net::SecretPolicy secret_policy = net::SecretPolicy::kRequired;
   // Default deadline of get/wait and of every other call's round trip.
   Millis timeout = std::chrono::seconds(300);
   // How long to keep retrying a refused connection: the server may start after its clients.
@@ -53,9 +53,9 @@ class TcpStore : public Store {
   void do_wait(const std::vector<std::string>& keys, Millis timeout) override;
 
  private:
-  Fd open_connection(Deadline deadline);
-  Fd acquire(Deadline deadline);
-  void release(Fd fd);
+  net::Fd open_connection(net::Deadline deadline);
+  net::Fd acquire(net::Deadline deadline);
+  void release(net::Fd fd);
   // One round trip. `server_wait` is how long the server may hold the request (get/wait);
   // the response deadline is that plus the store timeout for the round trip itself.
   wire::Response call(const wire::Request& q, Millis server_wait);
@@ -66,7 +66,7 @@ class TcpStore : public Store {
   TcpStoreOptions options_;
   std::string address_;  // "127.0.0.1:29500"
   std::mutex pool_mu_;   // guards idle_
-  std::vector<Fd> idle_;
+  std::vector<net::Fd> idle_;
 };
 
 }  // namespace cohort::rendezvous

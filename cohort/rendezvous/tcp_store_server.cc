@@ -8,15 +8,15 @@
 namespace cohort::rendezvous {
 namespace {
 
-ServerLoopOptions loop_options(const TcpStoreServerOptions& o) {
-  ServerLoopOptions l;
+net::ServerLoopOptions loop_options(const TcpStoreServerOptions& o) {
+  net::ServerLoopOptions l;
   l.host = o.host;
   l.port = o.port;
   l.secret = o.secret;
   l.secret_policy = o.secret_policy;
   l.auth_timeout = o.auth_timeout;
   l.backlog = o.backlog;
-  l.auth_context = std::string(auth::kStoreContext);
+  l.auth_context = std::string(net::auth::kStoreContext);
   l.owner = "TcpStoreServer";
   l.log_subsystem = "store";
   l.name = "store server";
@@ -38,12 +38,12 @@ TcpStoreServer::Impl::~Impl() {
 
 TcpStoreServer::Stats TcpStoreServer::Impl::stats() const {
   Stats s;
-  static_cast<ServerStats&>(s) = loop_.stats();
+  static_cast<net::ServerStats&>(s) = loop_.stats();
   s.keys = keys_.load();
   return s;
 }
 
-void TcpStoreServer::Impl::on_close(ServerConn& c, const std::string& /*why*/) {
+void TcpStoreServer::Impl::on_close(net::ServerConn& c, const std::string& /*why*/) {
   unpark(c);
 }
 
@@ -63,7 +63,7 @@ void TcpStoreServer::Impl::process_resumed() {
     std::vector<uint64_t> ids;
     ids.swap(resume_);
     for (uint64_t id : ids)
-      if (ServerConn* c = loop_.find(id)) process(*c);
+      if (net::ServerConn* c = loop_.find(id)) process(*c);
   }
 }
 
@@ -74,7 +74,7 @@ void TcpStoreServer::Impl::on_timer(Clock::time_point now) {
   for (const auto& [id, p] : parked_)
     if (now >= p.deadline) due.push_back(id);
   for (uint64_t id : due) {
-    ServerConn* c = loop_.find(id);
+    net::ServerConn* c = loop_.find(id);
     if (!c) continue;
     const ParkedRequest& p = parked_.at(id);
     wire::Response r;

@@ -3,7 +3,7 @@
 // are TcpStore (tcp_store.h). Protocol: auth.h (handshake), then wire.h (frames).
 //
 // One thread runs a poll() event loop over non-blocking sockets (ServerLoop, server_loop.h, the
-// loop the service channel in comm/service/ runs on too), so one server serves thousands of
+// loop the service channel in net/service/ runs on too), so one server serves thousands of
 // ranks without a thread per client. A get or wait on a missing key parks that connection;
 // it is answered the moment the key is written, or with a timeout status at its deadline.
 // Nothing polls or spins while waiting.
@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "cohort/rendezvous/secret.h"
-#include "cohort/rendezvous/server_loop.h"
+#include "cohort/net/secret.h"
+#include "cohort/net/server_loop.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::rendezvous {
@@ -32,8 +32,8 @@ struct TcpStoreServerOptions {
   // asked: "0.0.0.0" or "::" for every interface, or one address of this host.
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: the OS picks a free port; read it back with port()
-  Secret secret;
-  SecretPolicy secret_policy = SecretPolicy::kRequired;
+  net::Secret secret;
+  net::SecretPolicy secret_policy = net::SecretPolicy::kRequired;
   Millis auth_timeout = std::chrono::seconds(10);
   int backlog = 1024;
 };
@@ -42,7 +42,7 @@ class TcpStoreServer {
  public:
   // ServerStats (server_loop.h): accepted, authenticated, auth_failures, dropped, open and
   // refused (by Refusal), plus the keys held.
-  struct Stats : ServerStats {
+  struct Stats : net::ServerStats {
     uint64_t keys = 0;  // keys held
   };
 

@@ -105,10 +105,10 @@ ParseResult malformed(std::string why) {
   return ParseResult{ParseStatus::kMalformed, 0, std::move(why)};
 }
 
-const frame::Spec kRequestSpec{
+const net::frame::Spec kRequestSpec{
     kRequestMagic, uint8_t(Command::kSet), uint8_t(Command::kWait), kMaxBodyBytes, "request",
     "command",     "cohort store peer"};
-const frame::Spec kResponseSpec{
+const net::frame::Spec kResponseSpec{
     kResponseMagic,     uint8_t(Status::kOk), uint8_t(Status::kInvalidArgument),
     kMaxBodyBytes,      "response",           "status",
     "cohort store peer"};
@@ -158,8 +158,8 @@ const char* command_name(Command c) {
 }
 
 ParseResult parse_request(std::span<const uint8_t> buf, Request* out) {
-  frame::Frame f;
-  ParseResult res = frame::parse(buf, kRequestSpec, &f);
+  net::frame::Frame f;
+  ParseResult res = net::frame::parse(buf, kRequestSpec, &f);
   if (res.status != ParseStatus::kOk) return res;
   *out = Request{};
   out->command = Command(f.kind);
@@ -170,8 +170,8 @@ ParseResult parse_request(std::span<const uint8_t> buf, Request* out) {
 }
 
 ParseResult parse_response(std::span<const uint8_t> buf, Command command, Response* out) {
-  frame::Frame f;
-  ParseResult res = frame::parse(buf, kResponseSpec, &f);
+  net::frame::Frame f;
+  ParseResult res = net::frame::parse(buf, kResponseSpec, &f);
   if (res.status != ParseStatus::kOk) return res;
   *out = Response{};
   out->status = Status(f.kind);
@@ -200,10 +200,10 @@ namespace {
 // Writes the header with a placeholder length and patches it once the body is written.
 template <typename Fn>
 void encode_frame(Bytes* out, uint32_t magic, uint8_t kind, Fn&& body) {
-  const size_t start = frame::begin(out, magic, kind);
+  const size_t start = net::frame::begin(out, magic, kind);
   Writer w(out);
   body(w);
-  frame::finish(out, start);
+  net::frame::finish(out, start);
 }
 }  // namespace
 

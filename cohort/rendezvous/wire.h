@@ -30,14 +30,14 @@
 #include <string>
 #include <vector>
 
-#include "cohort/rendezvous/frame.h"
+#include "cohort/net/frame.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::rendezvous::wire {
 
 inline constexpr uint32_t kRequestMagic = 0x31545363;   // "cST1"
 inline constexpr uint32_t kResponseMagic = 0x31525363;  // "cSR1"
-inline constexpr size_t kHeaderBytes = frame::kHeaderBytes;
+inline constexpr size_t kHeaderBytes = net::frame::kHeaderBytes;
 inline constexpr size_t kMaxKeysPerRequest = 65536;
 inline constexpr size_t kMaxMessageBytes = 4096;
 // The largest legal body: kCompareSet with the largest key and two largest values.
@@ -74,8 +74,8 @@ struct Response {
 
 // kOk: bytes of the frame consumed. kNeedMore: the whole frame's size once the header is in
 // (0 before), so a reader can ask for exactly the rest. kMalformed: error says what was wrong.
-using ParseStatus = frame::Status;
-using ParseResult = frame::Result;
+using ParseStatus = net::frame::Status;
+using ParseResult = net::frame::Result;
 
 // Parses one request from the front of buf.
 ParseResult parse_request(std::span<const uint8_t> buf, Request* out);

@@ -4,8 +4,8 @@ namespace cohort::rendezvous {
 
 WorldStore connect_world_store(const WorldInfo& world, const WorldStoreOptions& options) {
   // world_from_env already enforced the secret policy: an empty secret here was opted into.
-  SecretPolicy policy =
-      world.secret.empty() ? SecretPolicy::kAllowInsecure : SecretPolicy::kRequired;
+  net::SecretPolicy policy =
+      world.secret.empty() ? net::SecretPolicy::kAllowInsecure : net::SecretPolicy::kRequired;
   WorldStore out;
   if (options.host == StoreHost::kRank0 && world.rank == 0) {
     TcpStoreServerOptions so;

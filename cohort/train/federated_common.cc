@@ -27,10 +27,10 @@ Security security(const Config& cfg, const std::string& cert) {
     COHORT_CHECK_ARG(hex != env.end(),
                      "federated learning needs the job's keys: set fl.keys to a directory from "
                      "`cohort fl keys DIR` (TLS + secret), or COHORT_JOB_SECRET for plain TCP");
-    s.secret = rendezvous::Secret::from_hex(hex->second, "COHORT_JOB_SECRET");
+    s.secret = net::Secret::from_hex(hex->second, "COHORT_JOB_SECRET");
     return s;
   }
-  s.secret = rendezvous::Secret::from_file(in_keys(cfg, kSecretFile));
+  s.secret = net::Secret::from_file(in_keys(cfg, kSecretFile));
   s.tls.ca_file = in_keys(cfg, "ca.pem");
   s.tls.cert_file = in_keys(cfg, cert + ".pem");
   s.tls.key_file = in_keys(cfg, cert + ".key");

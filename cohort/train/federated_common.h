@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "cohort/comm/service/client.h"
-#include "cohort/comm/service/server.h"
+#include "cohort/net/service/client.h"
+#include "cohort/net/service/server.h"
 #include "cohort/core/config.h"
 #include "cohort/data/dataset.h"
 #include "cohort/nn/module.h"
@@ -20,8 +20,8 @@ std::string client_cert_name(uint32_t id);  // "client-3"
 
 // The secret and TLS files of a role: from fl.keys, or COHORT_JOB_SECRET and plain TCP.
 struct Security {
-  rendezvous::Secret secret;
-  rendezvous::TlsOptions tls;
+  net::Secret secret;
+  net::TlsOptions tls;
 };
 Security server_security(const Config& cfg);
 Security client_security(const Config& cfg, uint32_t id);

@@ -228,13 +228,13 @@ void run_parameter_server(const Config& given, const rendezvous::EnvMap& env) {
   published_address(cfg, o.host + ":0", rendezvous::int_from_env(env, "COHORT_NNODES", 1));
   set_num_threads(1);
   const auto model = make_model(cfg);
-  const rendezvous::Secret secret =
-      rendezvous::secret_from_env(env, rendezvous::SecretPolicy::kAllowInsecure);
+  const net::Secret secret =
+      rendezvous::secret_from_env(env, net::SecretPolicy::kAllowInsecure);
   o.num_servers = required_int(env, "COHORT_NUM_SERVERS");
   o.num_workers = required_int(env, "COHORT_NUM_WORKERS");
   o.params = model->named_parameters();
   o.secret = secret;
-  o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+  o.secret_policy = net::SecretPolicy::kAllowInsecure;
   o.make_optimizer = [&cfg](optim::NamedParams p) { return make_optimizer(cfg, std::move(p)); };
   o.make_schedule = [&cfg](int64_t total) { return make_schedule(cfg, total); };
   o.consistency = ps::consistency_from_config(cfg, o.num_workers);
@@ -249,7 +249,7 @@ void run_parameter_server(const Config& given, const rendezvous::EnvMap& env) {
       {.host = env.count("COHORT_MASTER_ADDR") ? env.at("COHORT_MASTER_ADDR") : "127.0.0.1",
        .port = uint16_t(required_int(env, "COHORT_MASTER_PORT")),
        .secret = secret,
-       .secret_policy = rendezvous::SecretPolicy::kAllowInsecure,
+       .secret_policy = net::SecretPolicy::kAllowInsecure,
        .timeout = timeout,
        .connect_timeout = timeout});
   const bool restarted = rendezvous::int_from_env(env, "COHORT_SERVER_RESTARTS", 0) > 0;

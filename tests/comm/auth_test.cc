@@ -9,9 +9,9 @@
 #include <future>
 
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/auth.h"
+#include "cohort/net/auth.h"
 
-namespace cohort::rendezvous {
+namespace cohort::net {
 namespace {
 
 using namespace std::chrono_literals;
@@ -145,4 +145,4 @@ TEST(Secret, HexFileAndErrors) {
 }
 
 }  // namespace
-}  // namespace cohort::rendezvous
+}  // namespace cohort::net

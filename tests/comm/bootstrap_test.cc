@@ -144,7 +144,7 @@ TEST(Bootstrap, AJobWithoutASecretIsRefusedUnlessInsecureOnLoopback) {
                 {"MASTER_ADDR", "127.0.0.1"},
                 {"MASTER_PORT", "1"}};
   EXPECT_NE(error_of(env).find("no job secret. Set COHORT_JOB_SECRET"), std::string::npos);
-  BootstrapOptions insecure{SecretPolicy::kAllowInsecure};
+  BootstrapOptions insecure{net::SecretPolicy::kAllowInsecure};
   EXPECT_TRUE(world_from_env(env, insecure).secret.empty());
   env["COHORT_ALLOW_INSECURE"] = "1";
   EXPECT_TRUE(world_from_env(env).secret.empty());

@@ -106,7 +106,7 @@ std::vector<int> run_processes(const Job& job, int (*fn)(const Job&, int)) {
 class MultiProcess : public ::testing::TestWithParam<TransportKind> {
  protected:
   Job job(int size) {
-    rendezvous::Secret secret = rendezvous::Secret::generate();
+    net::Secret secret = net::Secret::generate();
     store_.reset();
     store_ = std::make_unique<StoreProcess>(secret);
     return Job{size, GetParam(), secret, store_->port()};
@@ -124,7 +124,7 @@ TEST_P(MultiProcess, AllreduceAcrossProcesses) {
 
 TEST(MultiProcessShm, SharedArenaBuffersAcrossProcesses) {
   for (int size : {2, 3}) {
-    rendezvous::Secret secret = rendezvous::Secret::generate();
+    net::Secret secret = net::Secret::generate();
     StoreProcess store(secret);
     Job j{size, TransportKind::kShm, secret, store.port()};
     auto codes = run_processes(j, shared_buffers_child);

@@ -100,7 +100,7 @@ bool enter(const std::string& ns) {
 
 struct Job {
   const Namespaces* ns;
-  rendezvous::Secret secret;
+  net::Secret secret;
   uint16_t store_port = 0;
 };
 
@@ -206,7 +206,7 @@ std::vector<int> run_ranks_as_processes(const Job& job, int world, int (*fn)(con
 // process with a server thread could inherit a held lock).
 class StoreInNamespace {
  public:
-  StoreInNamespace(const std::string& ns, const rendezvous::Secret& secret) {
+  StoreInNamespace(const std::string& ns, const net::Secret& secret) {
     int fds[2];
     if (::pipe(fds) != 0) return;
     std::fflush(nullptr);
@@ -248,7 +248,7 @@ class StoreInNamespace {
 void run_in_namespaces(int (*fn)(const Job&, int)) {
   Namespaces ns;  // declared first: deleted last, after every process in it is gone
   if (!ns.error().empty()) GTEST_SKIP() << ns.error();
-  Job job{&ns, rendezvous::Secret::generate()};
+  Job job{&ns, net::Secret::generate()};
   StoreInNamespace store(ns.name(0), job.secret);
   ASSERT_NE(store.port(), 0) << "the store did not start in namespace " << ns.name(0);
   job.store_port = store.port();

@@ -18,7 +18,7 @@ namespace cohort::comm::testing {
 struct Job {
   int size;
   transport::TransportKind kind;
-  rendezvous::Secret secret;
+  net::Secret secret;
   uint16_t store_port;
   size_t single_copy_bytes = transport::DeviceOptions{}.shm_single_copy_bytes;
 };
@@ -45,7 +45,7 @@ inline CommOptions job_options(const Job& job,
 // thread may hold a lock (OpenSSL's, the allocator's) at that moment can deadlock the child.
 class StoreProcess {
  public:
-  explicit StoreProcess(const rendezvous::Secret& secret) {
+  explicit StoreProcess(const net::Secret& secret) {
     int fds[2];
     if (::pipe(fds) != 0) return;
     pid_ = ::fork();

@@ -1,4 +1,4 @@
-// The service channel (comm/service/): a long-lived server whose authenticated peers come and
+// The service channel (net/service/): a long-lived server whose authenticated peers come and
 // go, with request/response, pushes both ways, and hostile or broken peers dropped one by one.
 // Real sockets on loopback, real threads. Every wait is on a condition with a generous deadline
 // (the machine may be loaded); nothing sleeps to synchronize.
@@ -11,19 +11,19 @@
 #include <set>
 #include <thread>
 
-#include "cohort/comm/service/client.h"
-#include "cohort/comm/service/server.h"
+#include "cohort/net/service/client.h"
+#include "cohort/net/service/server.h"
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
-#include "cohort/rendezvous/auth.h"
+#include "cohort/net/auth.h"
 
-namespace cohort::comm::service {
+namespace cohort::net::service {
 namespace {
 
 using namespace std::chrono_literals;
-using rendezvous::Fd;
-using rendezvous::Refusal;
-using rendezvous::Secret;
+using net::Fd;
+using net::Refusal;
+using net::Secret;
 using Clock = std::chrono::steady_clock;
 
 Bytes bytes(const std::string& s) {
@@ -104,14 +104,14 @@ class ServiceTest : public ::testing::Test {
   uint64_t peer_id(Client& c) { return std::stoull(text(c.request(bytes("whoami")))); }
   // An authenticated connection of our own, to send bytes by hand.
   Fd raw_authenticated() {
-    Fd fd = rendezvous::connect_tcp("127.0.0.1", server_->port(), rendezvous::deadline_after(5s),
+    Fd fd = net::connect_tcp("127.0.0.1", server_->port(), net::deadline_after(5s),
                                     "test server");
-    rendezvous::auth::answer_challenge(fd.get(), secret_, kContext, rendezvous::deadline_after(5s),
+    net::auth::answer_challenge(fd.get(), secret_, kContext, net::deadline_after(5s),
                                        "test server");
     return fd;
   }
   void write_raw(const Fd& fd, const Bytes& b) {
-    rendezvous::write_all(fd.get(), b.data(), b.size(), rendezvous::deadline_after(5s), "server",
+    net::write_all(fd.get(), b.data(), b.size(), net::deadline_after(5s), "server",
                           "test bytes");
   }
   std::string leave_reason(const std::string& local_address) {
@@ -141,7 +141,7 @@ bool closed_by_server(const Fd& fd, Millis within) {
   uint8_t buf[4096];
   try {
     for (;;)
-      rendezvous::read_exact(fd.get(), buf, 1, rendezvous::deadline_after(within), "server", "x");
+      net::read_exact(fd.get(), buf, 1, net::deadline_after(within), "server", "x");
   } catch (const Timeout&) {
     return false;
   } catch (const IoError&) {
@@ -162,7 +162,7 @@ TEST_F(ServiceTest, BindsLoopbackAndAnswersRequests) {
 TEST_F(ServiceTest, NoSecretNoServiceAndInsecureModeIsLoopbackOnly) {
   ServerOptions so;
   EXPECT_THROW(Server(so, Handlers{}), InvalidArgument);
-  so.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+  so.secret_policy = net::SecretPolicy::kAllowInsecure;
   so.host = "0.0.0.0";
   EXPECT_THROW(Server(so, Handlers{}), InvalidArgument);
 }
@@ -229,7 +229,7 @@ TEST_F(ServiceTest, GarbageAndHugeLengthFieldsCloseOnlyThatPeer) {
   auto good = client();
   log::ScopedCapture logs;
   // Garbage instead of the handshake.
-  Fd pre = rendezvous::connect_tcp("127.0.0.1", server_->port(), rendezvous::deadline_after(5s),
+  Fd pre = net::connect_tcp("127.0.0.1", server_->port(), net::deadline_after(5s),
                                    "test server");
   write_raw(pre, bytes("GET / HTTP/1.1\r\n\r\n"));
   EXPECT_TRUE(closed_by_server(pre, 10s));
@@ -237,7 +237,7 @@ TEST_F(ServiceTest, GarbageAndHugeLengthFieldsCloseOnlyThatPeer) {
   Fd junk = raw_authenticated();
   write_raw(junk, bytes("\x01\x02garbage garbage"));
   EXPECT_TRUE(closed_by_server(junk, 10s));
-  EXPECT_NE(leave_reason(rendezvous::local_address(junk.get())).find("bad service frame magic"),
+  EXPECT_NE(leave_reason(net::local_address(junk.get())).find("bad service frame magic"),
             std::string::npos);
   // A header claiming a 4 GiB body: closed on the header alone.
   Fd huge = raw_authenticated();
@@ -247,9 +247,9 @@ TEST_F(ServiceTest, GarbageAndHugeLengthFieldsCloseOnlyThatPeer) {
   for (int i = 0; i < 4; ++i) header[5 + i] = 0xff;
   write_raw(huge, header);
   EXPECT_TRUE(closed_by_server(huge, 10s));
-  const std::string why = leave_reason(rendezvous::local_address(huge.get()));
+  const std::string why = leave_reason(net::local_address(huge.get()));
   EXPECT_NE(why.find("body length 4294967295 exceeds the limit"), std::string::npos) << why;
-  EXPECT_EQ(logs.count("refused " + rendezvous::local_address(huge.get())), 1u) << logs.text();
+  EXPECT_EQ(logs.count("refused " + net::local_address(huge.get())), 1u) << logs.text();
   // Everyone else is still served.
   EXPECT_EQ(text(good->request(bytes("ok"))), "echo:ok");
   expect_serves();
@@ -271,7 +271,7 @@ TEST_F(ServiceTest, APeerThatStopsMidFrameIsDroppedAfterTheDeadlineWhileOthersAr
   for (int i = 0; i < 5; ++i) EXPECT_EQ(text(good->request(bytes("x"))), "echo:x");
   EXPECT_TRUE(closed_by_server(stalled, 10s));
   EXPECT_GE(Clock::now() - start_time, 350ms);
-  const std::string why = leave_reason(rendezvous::local_address(stalled.get()));
+  const std::string why = leave_reason(net::local_address(stalled.get()));
   EXPECT_NE(why.find("stalled in the middle of a frame"), std::string::npos) << why;
   EXPECT_EQ(server_->stats().refused[size_t(Refusal::kFrameTimeout)], 1u);
   EXPECT_EQ(text(good->request(bytes("y"))), "echo:y");
@@ -291,19 +291,19 @@ TEST_F(ServiceTest, APeerThatStopsMidwayThroughALargeBodyIsDroppedAfterTheDeadli
   for (int i = 0; i < 5; ++i) EXPECT_EQ(text(good->request(bytes("x"))), "echo:x");
   EXPECT_TRUE(closed_by_server(stalled, 10s));
   EXPECT_GE(Clock::now() - start_time, 350ms);
-  std::string why = leave_reason(rendezvous::local_address(stalled.get()));
+  std::string why = leave_reason(net::local_address(stalled.get()));
   EXPECT_NE(why.find("stalled in the middle of a frame"), std::string::npos) << why;
 
   Fd liar = raw_authenticated();
   frame.clear();
-  const size_t start = rendezvous::frame::begin(&frame, kMagic, uint8_t(Kind::kMessage));
-  rendezvous::frame::put_u64(&frame, 9);
+  const size_t start = net::frame::begin(&frame, kMagic, uint8_t(Kind::kMessage));
+  net::frame::put_u64(&frame, 9);
   frame.resize(frame.size() + (size_t(200) << 10), 'm');
-  rendezvous::frame::finish(&frame, start);
+  net::frame::finish(&frame, start);
   frame.resize(kFrameHeadBytes + 100);
   write_raw(liar, frame);
   EXPECT_TRUE(closed_by_server(liar, 10s));
-  why = leave_reason(rendezvous::local_address(liar.get()));
+  why = leave_reason(net::local_address(liar.get()));
   EXPECT_NE(why.find("message with id 9"), std::string::npos) << why;
   EXPECT_EQ(text(good->request(bytes("y"))), "echo:y");
 }
@@ -508,7 +508,7 @@ TEST(ServiceWire, FramesRoundTripAndMalformedOnesAreNamed) {
   g[4] = 9;
   EXPECT_NE(parse_frame(g, 16, &a).error.find("unknown frame kind byte 9"), std::string::npos);
   g = {};
-  rendezvous::frame::finish(&g, rendezvous::frame::begin(&g, kMagic, uint8_t(Kind::kRequest)));
+  net::frame::finish(&g, net::frame::begin(&g, kMagic, uint8_t(Kind::kRequest)));
   EXPECT_NE(parse_frame(g, 16, &a).error.find("shorter than its 8-byte id"), std::string::npos);
   g = {};
   encode_frame(Kind::kMessage, 5, {}, &g);
@@ -522,4 +522,4 @@ TEST(ServiceWire, FramesRoundTripAndMalformedOnesAreNamed) {
 }
 
 }  // namespace
-}  // namespace cohort::comm::service
+}  // namespace cohort::net::service

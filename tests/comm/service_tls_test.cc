@@ -1,4 +1,4 @@
-// TLS on the service channel (rendezvous/tls.h) with a job PKI (rendezvous/pki.h): requests and
+// TLS on the service channel (net/tls.h) with a job PKI (net/pki.h): requests and
 // pushes both ways through TLS, large and concurrent; a certificate from another CA, a plain
 // TCP peer and a wrong secret are each refused, counted and logged, while good clients are
 // served on; the PKI's files.
@@ -8,19 +8,19 @@
 #include <filesystem>
 #include <thread>
 
-#include "cohort/comm/service/client.h"
-#include "cohort/comm/service/server.h"
+#include "cohort/net/service/client.h"
+#include "cohort/net/service/server.h"
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
-#include "cohort/rendezvous/pki.h"
+#include "cohort/net/pki.h"
 
-namespace cohort::comm::service {
+namespace cohort::net::service {
 namespace {
 
 using namespace std::chrono_literals;
-using rendezvous::Refusal;
-using rendezvous::Secret;
-using rendezvous::TlsOptions;
+using net::Refusal;
+using net::Secret;
+using net::TlsOptions;
 namespace fs = std::filesystem;
 
 // Two independent job PKIs, made once for the whole suite (key generation is the slow part).
@@ -28,9 +28,9 @@ struct Pkis {
   fs::path root = fs::temp_directory_path() / ("cohort_tls_test_" + std::to_string(getpid()));
   Pkis() {
     fs::remove_all(root);
-    rendezvous::write_job_pki((root / "a").string(), {.clients = 2});
-    rendezvous::write_job_pki((root / "b").string(), {.clients = 1});
-    rendezvous::write_job_pki((root / "c").string(),
+    net::write_job_pki((root / "a").string(), {.clients = 2});
+    net::write_job_pki((root / "b").string(), {.clients = 1});
+    net::write_job_pki((root / "c").string(),
                               {.server_names = {"cohort.invalid"}, .clients = 1});
   }
   ~Pkis() { fs::remove_all(root); }
@@ -167,10 +167,10 @@ TEST(JobPki, KeysArePrivateAndACaIsNeverOverwritten) {
     ASSERT_EQ(::stat((dir / key).c_str(), &st), 0) << key;
     EXPECT_EQ(st.st_mode & 0777, 0600u) << key;
   }
-  EXPECT_THROW(rendezvous::write_job_pki(dir.string(), {}), InvalidArgument);
-  rendezvous::add_client_certs(dir.string(), 5, 1);
+  EXPECT_THROW(net::write_job_pki(dir.string(), {}), InvalidArgument);
+  net::add_client_certs(dir.string(), 5, 1);
   EXPECT_TRUE(fs::exists(dir / "client-5.pem"));
 }
 
 }  // namespace
-}  // namespace cohort::comm::service
+}  // namespace cohort::net::service

@@ -46,7 +46,7 @@ class StoreFactory {
 
  private:
   std::string kind_;
-  Secret secret_ = Secret::generate();
+  net::Secret secret_ = net::Secret::generate();
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<HashStore> hash_;
 };

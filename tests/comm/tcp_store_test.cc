@@ -9,7 +9,7 @@
 
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
-#include "cohort/rendezvous/auth.h"
+#include "cohort/net/auth.h"
 #include "cohort/rendezvous/tcp_store.h"
 #include "cohort/rendezvous/tcp_store_server.h"
 #include "cohort/rendezvous/wire.h"
@@ -20,7 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TcpStoreOptions client_options(uint16_t port, const Secret& secret) {
+TcpStoreOptions client_options(uint16_t port, const net::Secret& secret) {
   TcpStoreOptions o;
   o.port = port;
   o.secret = secret;
@@ -29,15 +29,15 @@ TcpStoreOptions client_options(uint16_t port, const Secret& secret) {
   return o;
 }
 
-Fd raw_connect(uint16_t port) {
-  return connect_tcp("127.0.0.1", port, deadline_after(2s), "test server");
+net::Fd raw_connect(uint16_t port) {
+  return net::connect_tcp("127.0.0.1", port, net::deadline_after(2s), "test server");
 }
 
 // Reads until the server closes the connection. False if it is still open after `within`.
 bool closed_by_server(int fd, Millis within) {
   uint8_t buf[4096];
   try {
-    for (;;) read_exact(fd, buf, 1, deadline_after(within), "server", "anything");
+    for (;;) net::read_exact(fd, buf, 1, net::deadline_after(within), "server", "anything");
   } catch (const Timeout&) {
     return false;
   } catch (const IoError&) {
@@ -46,7 +46,7 @@ bool closed_by_server(int fd, Millis within) {
 }
 
 // The server keeps serving: a fresh, well-behaved client can set and read back.
-void expect_serves(const TcpStoreServer& server, const Secret& secret) {
+void expect_serves(const TcpStoreServer& server, const net::Secret& secret) {
   TcpStore good(client_options(server.port(), secret));
   good.set_string("alive", "yes");
   EXPECT_EQ(good.get_string("alive", 1s), "yes");
@@ -60,7 +60,7 @@ class TcpStoreServerTest : public ::testing::Test {
     so.auth_timeout = 300ms;
     server_ = std::make_unique<TcpStoreServer>(so);
   }
-  Secret secret_ = Secret::generate();
+  net::Secret secret_ = net::Secret::generate();
   std::unique_ptr<TcpStoreServer> server_;
 };
 
@@ -68,8 +68,8 @@ TEST_F(TcpStoreServerTest, BindsLoopbackOnAnOsChosenPortByDefault) {
   EXPECT_EQ(server_->host(), "127.0.0.1");
   EXPECT_NE(server_->port(), 0);
   EXPECT_EQ(server_->address(), "127.0.0.1:" + std::to_string(server_->port()));
-  Fd fd = raw_connect(server_->port());
-  EXPECT_EQ(peer_address(fd.get()), server_->address());
+  net::Fd fd = raw_connect(server_->port());
+  EXPECT_EQ(net::peer_address(fd.get()), server_->address());
 }
 
 TEST_F(TcpStoreServerTest, LargeValuesCrossInPiecesIntact) {
@@ -86,7 +86,7 @@ TEST_F(TcpStoreServerTest, WrongSecretIsRefusedAndOthersAreStillServed) {
   TcpStore good(client_options(server_->port(), secret_));
   good.set_string("before", "1");
   try {
-    TcpStore bad(client_options(server_->port(), Secret::generate()));
+    TcpStore bad(client_options(server_->port(), net::Secret::generate()));
     FAIL() << "a client with the wrong secret must be refused";
   } catch (const IoError& e) {
     EXPECT_EQ(std::string(e.what()),
@@ -101,14 +101,14 @@ TEST_F(TcpStoreServerTest, WrongSecretIsRefusedAndOthersAreStillServed) {
 TEST_F(TcpStoreServerTest, InsecureModeNeedsAnExplicitOptInAndLoopback) {
   TcpStoreServerOptions so;  // no secret
   EXPECT_THROW(TcpStoreServer{so}, InvalidArgument);
-  so.secret_policy = SecretPolicy::kAllowInsecure;
+  so.secret_policy = net::SecretPolicy::kAllowInsecure;
   so.host = "0.0.0.0";
   EXPECT_THROW(TcpStoreServer{so}, InvalidArgument);
   so.host = "127.0.0.1";
   TcpStoreServer insecure(so);
-  TcpStoreOptions co = client_options(insecure.port(), Secret());
+  TcpStoreOptions co = client_options(insecure.port(), net::Secret());
   EXPECT_THROW(TcpStore{co}, InvalidArgument);  // the client must opt in too
-  co.secret_policy = SecretPolicy::kAllowInsecure;
+  co.secret_policy = net::SecretPolicy::kAllowInsecure;
   TcpStore client(co);
   client.set_string("k", "v");
   EXPECT_EQ(client.get_string("k"), "v");
@@ -119,14 +119,15 @@ TEST_F(TcpStoreServerTest, InsecureModeNeedsAnExplicitOptInAndLoopback) {
 }
 
 TEST_F(TcpStoreServerTest, GarbageBeforeAuthenticationIsDroppedAndLogged) {
-  Fd fd = raw_connect(server_->port());
-  uint8_t challenge[auth::kChallengeBytes];
-  read_exact(fd.get(), challenge, sizeof(challenge), deadline_after(1s), "server", "challenge");
+  net::Fd fd = raw_connect(server_->port());
+  uint8_t challenge[net::auth::kChallengeBytes];
+  net::read_exact(fd.get(), challenge, sizeof(challenge), net::deadline_after(1s), "server",
+                  "challenge");
   std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   log::ScopedCapture logs;
-  write_all(fd.get(), http.data(), http.size(), deadline_after(1s), "server", "garbage");
+  net::write_all(fd.get(), http.data(), http.size(), net::deadline_after(1s), "server", "garbage");
   EXPECT_TRUE(closed_by_server(fd.get(), 2s));
-  EXPECT_EQ(logs.count("refused " + local_address(fd.get()) + ": not a cohort handshake"), 1u)
+  EXPECT_EQ(logs.count("refused " + net::local_address(fd.get()) + ": not a cohort handshake"), 1u)
       << logs.text();
   EXPECT_EQ(server_->stats().dropped, 1u);
   expect_serves(*server_, secret_);
@@ -140,12 +141,14 @@ void await_refusals(const TcpStoreServer& server, uint64_t n) {
 }
 
 // A raw connection that answers the challenge with `bytes` (after reading it).
-Fd send_after_challenge(uint16_t port, const std::string& bytes) {
-  Fd fd = raw_connect(port);
-  uint8_t challenge[auth::kChallengeBytes];
-  read_exact(fd.get(), challenge, sizeof(challenge), deadline_after(1s), "server", "challenge");
+net::Fd send_after_challenge(uint16_t port, const std::string& bytes) {
+  net::Fd fd = raw_connect(port);
+  uint8_t challenge[net::auth::kChallengeBytes];
+  net::read_exact(fd.get(), challenge, sizeof(challenge), net::deadline_after(1s), "server",
+                  "challenge");
   try {
-    write_all(fd.get(), bytes.data(), bytes.size(), deadline_after(1s), "server", "bytes");
+    net::write_all(fd.get(), bytes.data(), bytes.size(), net::deadline_after(1s), "server",
+                   "bytes");
   } catch (const IoError&) {
     // the server may already have hung up
   }
@@ -154,21 +157,22 @@ Fd send_after_challenge(uint16_t port, const std::string& bytes) {
 
 TEST_F(TcpStoreServerTest, EachRefusedPeerLeavesOneLineWithItsAddressAndReason) {
   log::ScopedCapture logs;
-  Fd wrong = raw_connect(server_->port());
-  EXPECT_THROW(auth::answer_challenge(wrong.get(), Secret::generate(), auth::kStoreContext,
-                                      deadline_after(2s), "server"),
-               IoError);
-  Fd garbage = send_after_challenge(server_->port(), std::string(80, '\x5a'));
+  net::Fd wrong = raw_connect(server_->port());
+  EXPECT_THROW(
+      net::auth::answer_challenge(wrong.get(), net::Secret::generate(), net::auth::kStoreContext,
+                                  net::deadline_after(2s), "server"),
+      IoError);
+  net::Fd garbage = send_after_challenge(server_->port(), std::string(80, '\x5a'));
   await_refusals(*server_, 2);
-  const std::string wrong_peer = local_address(wrong.get());
-  const std::string garbage_peer = local_address(garbage.get());
+  const std::string wrong_peer = net::local_address(wrong.get());
+  const std::string garbage_peer = net::local_address(garbage.get());
   EXPECT_EQ(logs.count("refused " + wrong_peer + ": bad HMAC (wrong job secret?)"), 1u)
       << logs.text();
   EXPECT_EQ(logs.count("refused " + garbage_peer + ": not a cohort handshake"), 1u) << logs.text();
   EXPECT_EQ(logs.count("refused "), 2u) << logs.text();
   const auto stats = server_->stats();
-  EXPECT_EQ(stats.refused[size_t(Refusal::kBadHmac)], 1u);
-  EXPECT_EQ(stats.refused[size_t(Refusal::kNotHandshake)], 1u);
+  EXPECT_EQ(stats.refused[size_t(net::Refusal::kBadHmac)], 1u);
+  EXPECT_EQ(stats.refused[size_t(net::Refusal::kNotHandshake)], 1u);
   EXPECT_EQ(stats.refused_total(), 2u);
   server_.reset();  // the shutdown line sums them up
   EXPECT_EQ(logs.count("refused 2 peers in all (1 not a cohort handshake, 1 bad HMAC)"), 1u)
@@ -184,7 +188,7 @@ TEST_F(TcpStoreServerTest, AFloodOfRefusalsIsCountedInFullButLoggedBriefly) {
   for (uint64_t i = 0; i < kFlood; ++i) send_after_challenge(server_->port(), "\x01garbage");
   await_refusals(*server_, kFlood);
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  ASSERT_EQ(server_->stats().refused[size_t(Refusal::kNotHandshake)], kFlood);
+  ASSERT_EQ(server_->stats().refused[size_t(net::Refusal::kNotHandshake)], kFlood);
   const uint64_t printed = logs.count("refused 127.0.0.1:");
   // At most 5 lines per started second of flood.
   EXPECT_LE(printed, 5 * (uint64_t(elapsed) + 1)) << logs.text();
@@ -207,7 +211,7 @@ TEST_F(TcpStoreServerTest, AFloodOfRefusalsIsCountedInFullButLoggedBriefly) {
 }
 
 TEST_F(TcpStoreServerTest, SilentPeerIsDroppedAfterTheAuthTimeout) {
-  Fd fd = raw_connect(server_->port());
+  net::Fd fd = raw_connect(server_->port());
   auto start = Clock::now();
   testing::internal::CaptureStderr();
   EXPECT_TRUE(closed_by_server(fd.get(), 3s));
@@ -218,14 +222,15 @@ TEST_F(TcpStoreServerTest, SilentPeerIsDroppedAfterTheAuthTimeout) {
 }
 
 // An authenticated raw connection, to send frames by hand.
-Fd authenticated(const TcpStoreServer& server, const Secret& secret) {
-  Fd fd = raw_connect(server.port());
-  auth::answer_challenge(fd.get(), secret, auth::kStoreContext, deadline_after(2s), "server");
+net::Fd authenticated(const TcpStoreServer& server, const net::Secret& secret) {
+  net::Fd fd = raw_connect(server.port());
+  net::auth::answer_challenge(fd.get(), secret, net::auth::kStoreContext, net::deadline_after(2s),
+                              "server");
   return fd;
 }
 
 TEST_F(TcpStoreServerTest, OversizeLengthFieldIsRefusedAtTheHeader) {
-  Fd fd = authenticated(*server_, secret_);
+  net::Fd fd = authenticated(*server_, secret_);
   Bytes frame;
   wire::Request q;
   q.command = wire::Command::kSet;
@@ -234,12 +239,12 @@ TEST_F(TcpStoreServerTest, OversizeLengthFieldIsRefusedAtTheHeader) {
   frame.resize(wire::kHeaderBytes);
   for (int i = 0; i < 4; ++i) frame[5 + i] = 0xff;  // body_len = 4 GiB - 1
   testing::internal::CaptureStderr();
-  write_all(fd.get(), frame.data(), frame.size(), deadline_after(1s), "server", "header");
+  net::write_all(fd.get(), frame.data(), frame.size(), net::deadline_after(1s), "server", "header");
   // Dropped on the header alone: the server does not wait for (or allocate) 4 GiB.
   EXPECT_TRUE(closed_by_server(fd.get(), 2s));
   std::string log = testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("exceeds the limit"), std::string::npos) << log;
-  EXPECT_NE(log.find(local_address(fd.get())), std::string::npos) << log;
+  EXPECT_NE(log.find(net::local_address(fd.get())), std::string::npos) << log;
   expect_serves(*server_, secret_);
 }
 
@@ -250,7 +255,7 @@ TEST_F(TcpStoreServerTest, RandomGarbageFramesNeverKillTheServer) {
   testing::internal::CaptureStderr();  // the expected "refused" lines
   for (int iter = 0; iter < 120; ++iter) {
     int kind = iter % 4;
-    Fd fd = kind == 0 ? raw_connect(server_->port()) : authenticated(*server_, secret_);
+    net::Fd fd = kind == 0 ? raw_connect(server_->port()) : authenticated(*server_, secret_);
     Bytes junk(1 + rng() % 300);
     for (auto& b : junk) b = byte();
     if (kind >= 2) {  // a valid magic, so the parser gets past the first check
@@ -266,7 +271,7 @@ TEST_F(TcpStoreServerTest, RandomGarbageFramesNeverKillTheServer) {
       }
     }
     try {
-      write_all(fd.get(), junk.data(), junk.size(), deadline_after(1s), "server", "junk");
+      net::write_all(fd.get(), junk.data(), junk.size(), net::deadline_after(1s), "server", "junk");
     } catch (const IoError&) {
       // the server may already have hung up
     }
@@ -366,10 +371,11 @@ TEST_F(TcpStoreServerTest, ParkedWaitersAreReleasedOnlyWhenAllTheirKeysExist) {
 TEST(WorldStore, Rank0HostsTheStoreAndEveryRankConnects) {
   uint16_t port;
   {
-    Listener probe = listen_tcp("127.0.0.1", 0, 1);  // a free port, as a launcher would pick
+    net::Listener probe =
+        net::listen_tcp("127.0.0.1", 0, 1);  // a free port, as a launcher would pick
     port = probe.port;
   }
-  Secret secret = Secret::generate();
+  net::Secret secret = net::Secret::generate();
   auto rank = [&](int r) {
     WorldInfo w;
     w.rank = r;

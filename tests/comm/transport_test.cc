@@ -6,9 +6,9 @@
 #include <numeric>
 
 #include "cohort/comm/transport/context.h"
-#include "cohort/rendezvous/auth.h"
+#include "cohort/net/auth.h"
 #include "cohort/rendezvous/hash_store.h"
-#include "cohort/rendezvous/socket.h"
+#include "cohort/net/socket.h"
 #include "tests/comm/comm_test_util.h"
 
 namespace cohort::comm::transport {
@@ -176,7 +176,7 @@ TEST(TcpTransport, WrongSecretIsRefused) {
   run_ranks(2, [&](int r) {
     DeviceOptions o;
     o.transport = TransportKind::kTcp;
-    o.secret = rendezvous::Secret::generate();
+    o.secret = net::Secret::generate();
     ContextOptions co;
     co.connect_timeout = std::chrono::milliseconds(800);
     if (r == 0) {
@@ -195,7 +195,7 @@ TEST(TcpTransport, GarbageFrameFromPeerIsIoErrorNamingIt) {
   rendezvous::HashStore store;
   DeviceOptions o;
   o.transport = TransportKind::kTcp;
-  o.secret = rendezvous::Secret::generate();
+  o.secret = net::Secret::generate();
   std::thread fake([&] {
     store.set_string("comm/info/1", "v2\ntcp\nfake-host\n-\n1\n-1\n");
     std::string addr = store.get_string("comm/info/0");
@@ -203,13 +203,13 @@ TEST(TcpTransport, GarbageFrameFromPeerIsIoErrorNamingIt) {
     addr = addr.substr(0, addr.find('\n'));
     auto deadline = in_ms(5000);
     size_t colon = addr.rfind(':');
-    rendezvous::Fd fd = rendezvous::connect_tcp(
+    net::Fd fd = net::connect_tcp(
         addr.substr(0, colon), uint16_t(std::stoi(addr.substr(colon + 1))), deadline, "rank 0");
-    rendezvous::auth::answer_challenge(fd.get(), o.secret, "cohort-tcp-v1", deadline, "rank 0");
+    net::auth::answer_challenge(fd.get(), o.secret, "cohort-tcp-v1", deadline, "rank 0");
     const uint32_t hello[4] = {0x31485463u, 1, 2, 0};
-    rendezvous::write_all(fd.get(), hello, sizeof(hello), deadline, "rank 0", "hello");
+    net::write_all(fd.get(), hello, sizeof(hello), deadline, "rank 0", "hello");
     const char garbage[64] = "GET / HTTP/1.1\r\nHost: example\r\n\r\n";
-    rendezvous::write_all(fd.get(), garbage, sizeof(garbage), deadline, "rank 0", "garbage");
+    net::write_all(fd.get(), garbage, sizeof(garbage), deadline, "rank 0", "garbage");
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   });
   auto ctx = Context::create(Device(o), store, 0, 2);

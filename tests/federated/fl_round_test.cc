@@ -12,7 +12,7 @@
 #include "cohort/federated/client.h"
 #include "cohort/federated/coordinator.h"
 #include "cohort/federated/server.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::federated {
 namespace {
@@ -27,7 +27,7 @@ ps::Layout test_layout(int64_t a = 6, int64_t b = 4) {
 }
 
 struct Job {
-  rendezvous::Secret secret = rendezvous::Secret::generate();
+  net::Secret secret = net::Secret::generate();
   std::unique_ptr<FlServer> server;
   std::unique_ptr<Coordinator> coord;
   std::vector<std::unique_ptr<FlClient>> clients;
@@ -161,10 +161,10 @@ TEST(FlRound, FedAvgMCarriesServerMomentum) {
 
 // A client speaking the protocol by hand.
 struct RawClient {
-  comm::service::Client c;
+  net::service::Client c;
   RawClient(const Job& job)
       : c([&] {
-          comm::service::ClientOptions o;
+          net::service::ClientOptions o;
           o.port = job.server->service().port();
           o.secret = job.secret;
           o.timeout = 5s;

@@ -1,4 +1,4 @@
-// The federated server over TLS with a job PKI (rendezvous/pki.h), against hostile peers on
+// The federated server over TLS with a job PKI (net/pki.h), against hostile peers on
 // real loopback sockets: a connect-and-close with no byte, garbage, a peer that never speaks,
 // and a client that presents another client's certificate. After each, rounds still complete.
 #include <gtest/gtest.h>
@@ -17,14 +17,14 @@
 #include "cohort/federated/client.h"
 #include "cohort/federated/coordinator.h"
 #include "cohort/federated/server.h"
-#include "cohort/rendezvous/pki.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/pki.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::federated {
 namespace {
 
 using namespace std::chrono_literals;
-using rendezvous::Refusal;
+using net::Refusal;
 namespace fs = std::filesystem;
 
 // One job PKI for the suite (key generation is the slow part).
@@ -32,10 +32,10 @@ struct Keys {
   fs::path dir = fs::temp_directory_path() / ("cohort_fl_tls_test_" + std::to_string(getpid()));
   Keys() {
     fs::remove_all(dir);
-    rendezvous::write_job_pki(dir.string(), {.clients = 3});
+    net::write_job_pki(dir.string(), {.clients = 3});
   }
   ~Keys() { fs::remove_all(dir); }
-  rendezvous::TlsOptions tls(const std::string& who) const {
+  net::TlsOptions tls(const std::string& who) const {
     return {(dir / "ca.pem").string(), (dir / (who + ".pem")).string(),
             (dir / (who + ".key")).string()};
   }
@@ -63,7 +63,7 @@ LocalTrainFn delta_of(float v) {
 
 // A TLS federated server with a coordinator, and clients as threads.
 struct TlsJob {
-  rendezvous::Secret secret = rendezvous::Secret::generate();
+  net::Secret secret = net::Secret::generate();
   std::unique_ptr<FlServer> server;
   std::unique_ptr<Coordinator> coord;
   std::deque<FlClient> clients;
@@ -101,7 +101,7 @@ struct TlsJob {
     return o;
   }
   void start(uint32_t id) {
-    FlClient* c = &clients.emplace_back(client_options(id, rendezvous::client_cert_name(id)),
+    FlClient* c = &clients.emplace_back(client_options(id, net::client_cert_name(id)),
                                         delta_of(float(id + 1)));
     threads.emplace_back([c] {
       try {
@@ -182,7 +182,7 @@ TEST(FlTls, ConnectAndCloseThenGarbageThenARoundCompletes) {
   // The loop closes a socket a moment before it counts it gone.
   for (int i = 0; i < 100 && job.server->service().stats().open > 2; ++i)
     std::this_thread::sleep_for(10ms);
-  const rendezvous::ServerStats st = job.server->service().stats();
+  const net::ServerStats st = job.server->service().stats();
   EXPECT_GE(st.refused[size_t(Refusal::kHungUp)], 21u);
   EXPECT_GE(st.refused[size_t(Refusal::kTlsHandshake)], 1u);
   EXPECT_EQ(st.refused[size_t(Refusal::kAuthTimeout)], 1u);

@@ -1,5 +1,5 @@
-// libFuzzer target for the service channel's frames (cohort/comm/service/wire.h), cut by the
-// frame parser the rendezvous store shares (cohort/rendezvous/frame.h): the first code that
+// libFuzzer target for the service channel's frames (cohort/net/service/wire.h), cut by the
+// frame parser the rendezvous store shares (cohort/net/frame.h): the first code that
 // touches bytes from an authenticated but possibly buggy or hostile peer of a long-lived
 // server (parameter server, federated server), and, on the client, from the server.
 //
@@ -15,9 +15,9 @@
 #include <cstring>
 #include <span>
 
-#include "cohort/comm/service/wire.h"
+#include "cohort/net/service/wire.h"
 
-using namespace cohort::comm::service;
+using namespace cohort::net::service;
 
 namespace {
 

@@ -17,7 +17,7 @@ namespace {
 
 using cohort::metrics::StreamSink;
 using cohort::monitor::Dashboard;
-using cohort::rendezvous::Secret;
+using cohort::net::Secret;
 using Json = nlohmann::json;
 
 StreamSink sink_for(const Dashboard& d, const Secret& secret, int rank) {

@@ -63,7 +63,7 @@ int gossip_child(const Job& job, int rank) {
 }
 
 TEST(GossipDeadPeer, NeighboursNameTheDeadRankAndNobodyHangs) {
-  rendezvous::Secret secret = rendezvous::Secret::generate();
+  net::Secret secret = net::Secret::generate();
   comm::testing::StoreProcess store(secret);
   ASSERT_NE(store.port(), 0);
   Job job{kWorld, comm::transport::TransportKind::kShm, secret, store.port()};

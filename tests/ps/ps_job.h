@@ -25,7 +25,7 @@ inline NamedTensors model(int64_t second = 3) {
 struct Job {
   explicit Job(int servers, int workers, Consistency c = {}, Millis rejoin = Millis(0),
                bool shared_memory = true)
-      : secret(rendezvous::Secret::generate()) {
+      : secret(net::Secret::generate()) {
     for (int i = 0; i < servers; ++i) {
       ServerOptions o;
       o.index = i;
@@ -52,7 +52,7 @@ struct Job {
             .secret = secret,
             .timeout = 5s};
   }
-  rendezvous::Secret secret;
+  net::Secret secret;
   std::shared_ptr<rendezvous::Store> store = std::make_shared<rendezvous::HashStore>();
   std::vector<std::unique_ptr<ParamServer>> servers;
 };

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "cohort/comm/service/client.h"
+#include "cohort/net/service/client.h"
 #include "cohort/optim/sgd.h"
 #include "cohort/ps/server.h"
 #include "cohort/ps/worker.h"
@@ -35,7 +35,7 @@ ServerOptions server_options(int index, int servers, int workers, PushCompressio
   o.num_servers = servers;
   o.num_workers = workers;
   o.params = model();
-  o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+  o.secret_policy = net::SecretPolicy::kAllowInsecure;
   o.consistency.mode = mode;
   o.compression = c;
   o.make_optimizer = [](optim::NamedParams p) {
@@ -59,7 +59,7 @@ struct Job {
                     .num_servers = int(servers.size()),
                     .store = store,
                     .timeout = 5s};
-    w.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+    w.secret_policy = net::SecretPolicy::kAllowInsecure;
     w.compression = compression;
     return w;
   }
@@ -165,8 +165,8 @@ TEST(PsPushCodec, AspAppliesDecodedTopKPushes) {
 
 TEST(PsPushCodec, APushInAnotherCodecOrOfAnotherSizeIsRefusedNamingTheWorkerAndTheKeys) {
   Job job(2, 1, {.method = Method::kFp16});
-  comm::service::Client raw({.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))),
-                             .secret_policy = rendezvous::SecretPolicy::kAllowInsecure});
+  net::service::Client raw({.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))),
+                             .secret_policy = net::SecretPolicy::kAllowInsecure});
   // The hello agrees (a real worker's would not: PsWorker sends its own spec), then the
   // pushes do not.
   raw.request(encode_hello({0, 1, 0, layout_of(model()), codec_spec(job.compression)}));
@@ -187,8 +187,8 @@ TEST(PsPushCodec, APushInAnotherCodecOrOfAnotherSizeIsRefusedNamingTheWorkerAndT
       << m;
   // And an uncompressed server refuses a compressed push.
   Job plain(1, 1, {});
-  comm::service::Client raw2({.port = uint16_t(std::stoi(plain.servers[0]->address().substr(10))),
-                              .secret_policy = rendezvous::SecretPolicy::kAllowInsecure});
+  net::service::Client raw2({.port = uint16_t(std::stoi(plain.servers[0]->address().substr(10))),
+                              .secret_policy = net::SecretPolicy::kAllowInsecure});
   raw2.request(encode_hello({0, 1, 0, layout_of(model())}));
   Bytes fp16 = encode_push_frame(0, 0, {0, 7}, uint8_t(Method::kFp16), 14);
   m = message_of([&] { raw2.request(fp16); });
@@ -239,7 +239,7 @@ TEST(PsPushCodec, ARestartedServerGetsTheKeptCompressedPushesReplayedAsTheyWere)
     auto server = std::make_unique<ParamServer>(options(false));
     publish_server(*store, 0, server->address());
     WorkerOptions wo{.rank = 0, .num_workers = 1, .num_servers = 1, .store = store, .timeout = 5s};
-    wo.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+    wo.secret_policy = net::SecretPolicy::kAllowInsecure;
     wo.compression = c;
     PsWorker w(wo, layout_of(model()));
     std::vector<float> values(7), g = {0.5f, -2, 0.25f, 1, -0.125f, 3, 0.75f};

@@ -145,7 +145,7 @@ const std::vector<int64_t> kSizes = {6, 8, 8, 3};
 
 // Two in-process BSP servers for one worker, serving MLP(kSizes, seed 1).
 struct Servers {
-  Servers() : secret(rendezvous::Secret::generate()) {
+  Servers() : secret(net::Secret::generate()) {
     nn::MLP initial(kSizes, {.seed = 1});
     for (int i = 0; i < 2; ++i) {
       ServerOptions o;
@@ -172,7 +172,7 @@ struct Servers {
             .secret = secret,
             .timeout = 5s};
   }
-  rendezvous::Secret secret;
+  net::Secret secret;
   std::shared_ptr<rendezvous::Store> store = std::make_shared<rendezvous::HashStore>();
   std::vector<std::unique_ptr<ParamServer>> servers;
 };

@@ -12,13 +12,13 @@
 #include <future>
 #include <thread>
 
-#include "cohort/comm/service/client.h"
-#include "cohort/comm/service/server.h"
+#include "cohort/net/service/client.h"
+#include "cohort/net/service/server.h"
 #include "cohort/core/logging.h"
 #include "cohort/ps/server.h"
 #include "cohort/ps/worker.h"
 #include "cohort/rendezvous/hash_store.h"
-#include "cohort/rendezvous/socket.h"
+#include "cohort/net/socket.h"
 #include "tests/ps/ps_job.h"
 
 namespace cohort::ps {
@@ -52,16 +52,16 @@ TEST(PsServer, AnUnreachableServerIsAnErrorWithinTheTimeoutNamingIt) {
 
 // A parameter server that accepts connections and passes the handshake, then never answers:
 // not the hello (answer_hello false), or nothing after it. Its requests stay pending forever.
-std::unique_ptr<comm::service::Server> silent_server(const rendezvous::Secret& secret,
+std::unique_ptr<net::service::Server> silent_server(const net::Secret& secret,
                                                      bool answer_hello) {
-  comm::service::Handlers h;
-  h.on_request = [answer_hello](const comm::service::Peer&, uint64_t,
+  net::service::Handlers h;
+  h.on_request = [answer_hello](const net::service::Peer&, uint64_t,
                                 Bytes q) -> std::optional<Bytes> {
     if (answer_hello && peek_kind(q) == MsgKind::kHello) return encode_hello_reply({});
     return std::nullopt;
   };
-  return std::make_unique<comm::service::Server>(
-      comm::service::ServerOptions{.secret = secret, .name = "silent server"}, std::move(h));
+  return std::make_unique<net::service::Server>(
+      net::service::ServerOptions{.secret = secret, .name = "silent server"}, std::move(h));
 }
 
 // What `f` throws: a Timeout within 3 s (the deadline is 300 ms), whose message is returned.
@@ -111,7 +111,7 @@ TEST(PsServer, AServerThatNeverAnswersIsATimeoutNamingIt) {
       << m;
 
   // Listening, never accepting: the TCP connection is made (the backlog), the handshake never.
-  rendezvous::Listener deaf = rendezvous::listen_tcp("127.0.0.1", 0, 8);
+  net::Listener deaf = net::listen_tcp("127.0.0.1", 0, 8);
   const std::string deaf_address = "127.0.0.1:" + std::to_string(deaf.port);
   Job job3(2, 1);
   o = job3.worker(0, 1);
@@ -139,8 +139,8 @@ TEST(PsServer, AGarbageClientIsRefusedWhileTheWorkersGoOn) {
   Job job(1, 1);
   PsWorker w(job.worker(0, 1), layout_of(model()));
   const std::string& a = job.servers[0]->address();
-  rendezvous::Fd junk = rendezvous::connect_tcp("127.0.0.1", uint16_t(std::stoi(a.substr(10))),
-                                                rendezvous::deadline_after(5s), "test");
+  net::Fd junk = net::connect_tcp("127.0.0.1", uint16_t(std::stoi(a.substr(10))),
+                                                net::deadline_after(5s), "test");
   log::ScopedCapture logs;
   const char garbage[] = "GET / HTTP/1.1\r\n\r\n";
   ASSERT_GT(::send(junk.get(), garbage, sizeof garbage, MSG_NOSIGNAL), 0);

@@ -13,13 +13,13 @@
 #include <future>
 #include <thread>
 
-#include "cohort/comm/service/client.h"
+#include "cohort/net/service/client.h"
 #include "cohort/core/logging.h"
 #include "cohort/optim/sgd.h"
 #include "cohort/ps/server.h"
 #include "cohort/ps/worker.h"
 #include "cohort/rendezvous/hash_store.h"
-#include "cohort/rendezvous/socket.h"
+#include "cohort/net/socket.h"
 #include "tests/ps/ps_job.h"
 
 namespace cohort::ps {
@@ -97,7 +97,7 @@ TEST(PsServer, AWorkerWithAnotherModelIsRefusedNamingTheParameterAndTheRank) {
 TEST(PsServer, APushOfTheWrongSizeOrStepIsRefusedNamingTheWorkerAndTheRange) {
   Job job(2, 2);
   PsWorker w(job.worker(1, 2), layout_of(model()));  // hello on both servers
-  comm::service::Client raw(
+  net::service::Client raw(
       {.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))),  // "127.0.0.1:"
        .secret = job.secret});
   // Not said hello on this connection: refused.
@@ -192,7 +192,7 @@ TEST(PsServer, AspScheduleFollowsTheServersGlobalStep) {
   ServerOptions o;
   o.num_workers = 2;
   o.params = model();
-  o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+  o.secret_policy = net::SecretPolicy::kAllowInsecure;
   o.consistency = c;
   o.make_optimizer = [](optim::NamedParams p) {
     return std::make_unique<optim::SGD>(std::move(p), optim::SgdOptions{.lr = kLr});
@@ -203,7 +203,7 @@ TEST(PsServer, AspScheduleFollowsTheServersGlobalStep) {
   publish_server(*store, 0, server.address());
   auto options = [&](int rank) {
     WorkerOptions w{.rank = rank, .num_workers = 2, .num_servers = 1, .store = store};
-    w.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+    w.secret_policy = net::SecretPolicy::kAllowInsecure;
     w.consistency = c;
     return w;
   };
@@ -342,7 +342,7 @@ TEST(PsServer, ARestartedServerResumesFromItsCheckpointAndRefusesAnotherJobs) {
     };
     o.make_schedule = [](int64_t) { return std::make_unique<optim::ConstantLr>(kLr); };
     o.consistency.mode = Mode::kAsp;
-    o.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+    o.secret_policy = net::SecretPolicy::kAllowInsecure;
     o.ckpt_dir = dir;
     o.ckpt_every = 1;
     o.restore = restore;
@@ -350,7 +350,7 @@ TEST(PsServer, ARestartedServerResumesFromItsCheckpointAndRefusesAnotherJobs) {
   };
   auto store = std::make_shared<rendezvous::HashStore>();
   WorkerOptions w{.rank = 0, .num_workers = 1, .num_servers = 1, .store = store, .timeout = 5s};
-  w.secret_policy = rendezvous::SecretPolicy::kAllowInsecure;
+  w.secret_policy = net::SecretPolicy::kAllowInsecure;
   std::vector<float> values(7), grads(7, 1.0f);
   {
     ParamServer first(options(1, false));

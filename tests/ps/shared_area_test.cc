@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "cohort/comm/service/client.h"
+#include "cohort/net/service/client.h"
 #include "cohort/core/error.h"
 #include "tests/ps/ps_job.h"
 
@@ -83,7 +83,7 @@ TEST(PsSharedArea, FramesThatPointIntoTheAreaAreStrict) {
 // A push marked as shared from a connection whose hello offered no area: refused, naming it.
 TEST(PsSharedArea, ASharedPushWithoutAnAreaIsRefusedNamingTheWorker) {
   Job job(1, 1);
-  comm::service::Client raw(
+  net::service::Client raw(
       {.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))), .secret = job.secret});
   raw.request(encode_hello({0, 1, 0, layout_of(model())}));
   const std::string m =

@@ -116,7 +116,7 @@ void bind_rank_to_cpu(int rank, int ranks) {
 }
 
 [[noreturn]] void rank_main(const BenchPlan& plan, int rank, int port_fd,
-                            const rendezvous::Secret& secret) {
+                            const net::Secret& secret) {
   int code = 1;
   if (plan.bind_to_core) bind_rank_to_cpu(rank, plan.ranks);
   try {
@@ -261,7 +261,7 @@ int run_bench_mpi_rank(BenchPlan) {
 int run_bench_collectives(const BenchCollectivesOptions& options) {
   BenchPlan plan = make_plan(options);
   if (options.backend == "mpi") return run_bench_mpi(plan);
-  rendezvous::Secret secret = rendezvous::Secret::generate();
+  net::Secret secret = net::Secret::generate();
   std::vector<pid_t> pids;
   std::vector<int> write_fds;
   for (int r = 0; r < plan.ranks; ++r) {

@@ -78,7 +78,7 @@ double bus_factor(BenchOp op, int ranks) {
 }
 
 int run_bench_rank(const BenchPlan& plan, std::shared_ptr<rendezvous::Store> store, int rank,
-                   const rendezvous::Secret& secret) {
+                   const net::Secret& secret) {
   comm::CommOptions co;
   co.device.transport = plan.transport;
   co.device.shm_single_copy_bytes = plan.single_copy_bytes;

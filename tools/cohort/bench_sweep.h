@@ -9,7 +9,7 @@
 
 #include "cohort/comm/collectives.h"
 #include "cohort/comm/transport/transport.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::cli {
@@ -50,7 +50,7 @@ double bus_factor(BenchOp op, int ranks);
 // Runs the sweep on this rank (collective: every rank calls it). Rank 0 prints the table to
 // stdout. Returns 0, or kWrongResultsExit if any rank saw a wrong element.
 int run_bench_rank(const BenchPlan& plan, std::shared_ptr<rendezvous::Store> store, int rank,
-                   const rendezvous::Secret& secret);
+                   const net::Secret& secret);
 
 // The same sweep over the MPI backend (MpiCommunicator, blocking collectives), on this process
 // as one rank of an mpirun job; plan.ranks is taken from the job. Defined in bench_sweep_mpi.cc,

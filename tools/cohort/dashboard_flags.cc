@@ -46,9 +46,9 @@ std::unique_ptr<monitor::Dashboard> start_dashboard(const DashboardArgs& a,
   // other nodes to stream to node 0, which is not built yet.
   COHORT_CHECK_ARG(o.nnodes == 1, "--dashboard works on a single node for now (--nnodes ", o.nnodes,
                    ")");
-  rendezvous::Secret secret = rendezvous::secret_from_env(rendezvous::snapshot_environment(),
-                                                          rendezvous::SecretPolicy::kAllowInsecure);
-  if (secret.empty()) secret = rendezvous::Secret::generate();
+  net::Secret secret = rendezvous::secret_from_env(rendezvous::snapshot_environment(),
+                                                          net::SecretPolicy::kAllowInsecure);
+  if (secret.empty()) secret = net::Secret::generate();
   auto d = std::make_unique<monitor::Dashboard>(
       monitor::DashboardOptions{.bind = a.bind,
                                 .port = parse_port(a.port),

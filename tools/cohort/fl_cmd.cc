@@ -10,8 +10,8 @@
 
 #include <sys/stat.h>
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/pki.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/pki.h"
+#include "cohort/net/secret.h"
 #include "cohort/train/federated_roles.h"
 #include "cohort/train/train_config.h"
 #include "tools/cohort/commands.h"
@@ -39,10 +39,10 @@ Config load(const FlArgs& a) {
 }
 
 int keys(const FlArgs& a) {
-  rendezvous::PkiOptions o;
+  net::PkiOptions o;
   if (!a.server_names.empty()) o.server_names = a.server_names;
   o.clients = a.clients;
-  rendezvous::write_job_pki(a.keys_dir, o);
+  net::write_job_pki(a.keys_dir, o);
   write_secret_file(a.keys_dir);
   std::printf(
       "wrote the job CA, a server certificate for %zu name(s), %d client certificate(s) "
@@ -77,7 +77,7 @@ void write_secret_file(const std::string& dir) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp);
-    f << rendezvous::Secret::generate().to_hex() << "\n";
+    f << net::Secret::generate().to_hex() << "\n";
     COHORT_CHECK_IO(f.good(), "cannot write the job secret to '", tmp, "'");
   }
   COHORT_CHECK_IO(::chmod(tmp.c_str(), 0600) == 0, "cannot chmod '", tmp, "'");

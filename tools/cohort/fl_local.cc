@@ -14,7 +14,7 @@
 
 #include "cohort/core/error.h"
 #include "cohort/launch/launcher.h"
-#include "cohort/rendezvous/pki.h"
+#include "cohort/net/pki.h"
 #include "cohort/train/federated_common.h"
 #include "cohort/train/train_config.h"
 
@@ -68,7 +68,7 @@ int run_local_federation(const std::string& config, std::vector<std::string> set
   if (cfg.get_string("fl.keys").empty()) {
     const std::string keys = (run_dir / "keys").string();
     std::filesystem::remove_all(keys);  // a fresh CA and secret for every local job
-    rendezvous::write_job_pki(keys, {.clients = clients});
+    net::write_job_pki(keys, {.clients = clients});
     write_secret_file(keys);
     sets.push_back("fl.keys=" + keys);
   }

@@ -6,7 +6,7 @@
 //   2. read every peer's info; pick shm for peers with the same host identity (kAuto), else tcp;
 //   3. shm: the lower rank creates the segment and publishes its name, the higher rank maps it,
 //      unlinks it and acknowledges; tcp: the higher rank connects to the lower rank's listener,
-//      both prove the job secret (rendezvous/auth.h) and the connector names its rank.
+//      both prove the job secret (net/auth.h) and the connector names its rank.
 // Creation throws Timeout naming the ranks that did not arrive within connect_timeout.
 #include <atomic>
 #include <memory>

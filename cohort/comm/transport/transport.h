@@ -27,7 +27,7 @@
 
 #include "cohort/comm/types.h"
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::rendezvous {
 class Store;
@@ -218,9 +218,9 @@ struct DeviceOptions {
   size_t shm_arena_bytes = size_t{1} << 30;
   // TCP socket buffer sizes (SO_SNDBUF / SO_RCVBUF).
   int tcp_socket_buffer = 4 << 20;
-  // The per-job secret every TCP data connection proves it knows (rendezvous/auth.h). Empty
+  // The per-job secret every TCP data connection proves it knows (net/auth.h). Empty
   // means insecure, which is refused unless the listener binds a loopback address.
-  rendezvous::Secret secret;
+  net::Secret secret;
   // Test hooks; see FaultInjection.
   FaultInjection faults;
 };

@@ -10,7 +10,7 @@
 
 #include "cohort/core/error.h"
 
-namespace cohort::comm::service {
+namespace cohort::net::service {
 
 template <typename T>
 void put(std::vector<uint8_t>& b, T v) {
@@ -91,4 +91,4 @@ class ByteReader {
   size_t at_ = 0;
 };
 
-}  // namespace cohort::comm::service
+}  // namespace cohort::net::service

@@ -1,4 +1,4 @@
-#include "cohort/comm/service/client.h"
+#include "cohort/net/service/client.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -12,9 +12,9 @@
 #include <cstring>
 
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/auth.h"
+#include "cohort/net/auth.h"
 
-namespace cohort::comm::service {
+namespace cohort::net::service {
 namespace {
 
 constexpr size_t kReadChunk = size_t{256} << 10;
@@ -29,7 +29,7 @@ double secs(Millis m) {
 // Sends head then payload as one stream, straight from where they lie (sendmsg over both: the
 // payload, megabytes for a parameter-server push, is not copied into a frame first).
 void write_parts(int fd, std::span<const uint8_t> head, std::span<const uint8_t> payload,
-                 rendezvous::Deadline deadline, const std::string& peer, const char* what) {
+                 net::Deadline deadline, const std::string& peer, const char* what) {
   const size_t total = head.size() + payload.size();
   size_t sent = 0;
   while (sent < total) {
@@ -52,7 +52,7 @@ void write_parts(int fd, std::span<const uint8_t> head, std::span<const uint8_t>
     COHORT_CHECK_IO(errno == EAGAIN || errno == EWOULDBLOCK, "sending ", what, " to ", peer,
                     " failed: ", std::strerror(errno));
     pollfd p{fd, POLLOUT, 0};
-    int rc = ::poll(&p, 1, rendezvous::poll_timeout_ms(deadline));
+    int rc = ::poll(&p, 1, net::poll_timeout_ms(deadline));
     COHORT_CHECK_IO(rc >= 0 || errno == EINTR, "sending ", what, " to ", peer,
                     ": poll failed: ", std::strerror(errno));
     COHORT_CHECK_T(rc != 0 || std::chrono::steady_clock::now() < deadline, Timeout,
@@ -64,44 +64,44 @@ void write_parts(int fd, std::span<const uint8_t> head, std::span<const uint8_t>
 }  // namespace
 
 Client::Client(ClientOptions options) : options_(std::move(options)) {
-  rendezvous::check_secret(options_.secret, options_.secret_policy, options_.name + " client");
+  net::check_secret(options_.secret, options_.secret_policy, options_.name + " client");
   COHORT_CHECK_ARG(options_.port != 0, options_.name, " client: no port given for ", options_.host);
   COHORT_CHECK_ARG(
       options_.max_payload_bytes > 0 && options_.max_payload_bytes <= (size_t{1} << 31),
       options_.name, " client: max_payload_bytes must be in 1..2^31");
-  address_ = rendezvous::join_host_port(options_.host, options_.port);
+  address_ = net::join_host_port(options_.host, options_.port);
   const std::string what = describe();
-  auto deadline = rendezvous::deadline_after(options_.connect_timeout);
-  fd_ = rendezvous::connect_tcp(options_.host, options_.port, deadline, what);
-  handshake(std::min(deadline, rendezvous::deadline_after(kAuthTimeout)));
-  wake_fd_ = rendezvous::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  auto deadline = net::deadline_after(options_.connect_timeout);
+  fd_ = net::connect_tcp(options_.host, options_.port, deadline, what);
+  handshake(std::min(deadline, net::deadline_after(kAuthTimeout)));
+  wake_fd_ = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   COHORT_CHECK_IO(wake_fd_.valid(), what, ": eventfd failed: ", std::strerror(errno));
   reader_ = std::thread([this] { read_loop(); });
 }
 
-void Client::handshake(rendezvous::Deadline deadline) {
+void Client::handshake(net::Deadline deadline) {
   const std::string what = describe();
   if (!options_.tls.enabled()) {
-    rendezvous::auth::answer_challenge(fd_.get(), options_.secret, kContext, deadline, what);
+    net::auth::answer_challenge(fd_.get(), options_.secret, kContext, deadline, what);
     return;
   }
-  tls_ctx_ = std::make_unique<rendezvous::TlsContext>(options_.tls, rendezvous::TlsRole::kClient);
-  rendezvous::set_nonblocking(fd_.get());
-  tls_ = std::make_unique<rendezvous::TlsStream>(*tls_ctx_, fd_.get(), options_.host);
+  tls_ctx_ = std::make_unique<net::TlsContext>(options_.tls, net::TlsRole::kClient);
+  net::set_nonblocking(fd_.get());
+  tls_ = std::make_unique<net::TlsStream>(*tls_ctx_, fd_.get(), options_.host);
   tls_->handshake(deadline, what);
   // The secret's handshake (auth.h), inside TLS.
-  rendezvous::auth::ClientHandshake hs(options_.secret, kContext);
-  std::array<uint8_t, rendezvous::auth::kChallengeBytes> challenge{};
+  net::auth::ClientHandshake hs(options_.secret, kContext);
+  std::array<uint8_t, net::auth::kChallengeBytes> challenge{};
   tls_->read_exact(challenge.data(), challenge.size(), deadline, what);
   const auto response = hs.respond(challenge, what);
   tls_->write_all(response.data(), response.size(), deadline, what);
-  std::array<uint8_t, rendezvous::auth::kResultBytes> result{};
+  std::array<uint8_t, net::auth::kResultBytes> result{};
   tls_->read_exact(result.data(), result.size(), deadline, what);
   hs.check_result(result, what);
 }
 
 void Client::write_tls(std::span<const uint8_t> head, std::span<const uint8_t> payload,
-                       rendezvous::Deadline deadline, const char* what) {
+                       net::Deadline deadline, const char* what) {
   for (std::span<const uint8_t> part : {head, payload}) {
     while (!part.empty()) {
       ssize_t r;
@@ -169,7 +169,7 @@ void Client::write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payloa
     if (!failure_.empty()) throw IoError(failure_);
   }
   try {
-    const auto deadline = rendezvous::deadline_after(timeout);
+    const auto deadline = net::deadline_after(timeout);
     if (tls_)
       write_tls(head, payload, deadline, kind_name(kind));
     else
@@ -188,7 +188,7 @@ Bytes Client::request(std::span<const uint8_t> payload) {
 
 Bytes Client::request(std::span<const uint8_t> payload, Millis timeout) {
   check_size(payload, "request");
-  const auto deadline = rendezvous::deadline_after(timeout);
+  const auto deadline = net::deadline_after(timeout);
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -284,7 +284,7 @@ void Client::read_loop() {
       if (res.status == ParseStatus::kNeedMore) {
         if (res.size >= kFrameHeadBytes + kDirectBytes && end - pos >= kFrameHeadBytes) {
           body_kind = Kind(buf[pos + 4]);
-          body_id = rendezvous::frame::load_u64(buf.data() + pos + kHeaderBytes);
+          body_id = net::frame::load_u64(buf.data() + pos + kHeaderBytes);
           if (body_kind == Kind::kRequest || (body_kind == Kind::kMessage && body_id != 0))
             return malformed(body_kind == Kind::kRequest ? "a request, to a client"
                                                          : "a message with an id");
@@ -362,4 +362,4 @@ bool Client::read_some(uint8_t* dst, size_t room, size_t* have) {
   return false;
 }
 
-}  // namespace cohort::comm::service
+}  // namespace cohort::net::service

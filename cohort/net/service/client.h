@@ -24,26 +24,26 @@
 #include <string>
 #include <thread>
 
-#include "cohort/comm/service/wire.h"
+#include "cohort/net/service/wire.h"
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/auth.h"
-#include "cohort/rendezvous/secret.h"
-#include "cohort/rendezvous/socket.h"
-#include "cohort/rendezvous/tls.h"
+#include "cohort/net/auth.h"
+#include "cohort/net/secret.h"
+#include "cohort/net/socket.h"
+#include "cohort/net/tls.h"
 
-namespace cohort::comm::service {
+namespace cohort::net::service {
 
 using Millis = std::chrono::milliseconds;
 
 // The server was reached and refused us (a wrong certificate, CA or job secret), or could not
 // prove it is the job's: retrying does not help, unlike a server that is not up yet.
-using HandshakeError = rendezvous::AuthRefused;
+using HandshakeError = net::AuthRefused;
 
 struct ClientOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // required: the server's port
-  rendezvous::Secret secret;
-  rendezvous::SecretPolicy secret_policy = rendezvous::SecretPolicy::kRequired;
+  net::Secret secret;
+  net::SecretPolicy secret_policy = net::SecretPolicy::kRequired;
   std::string name = "service";  // errors say "<name> at HOST:PORT"
   // How long to keep retrying a refused connection: the server may start after its clients.
   Millis connect_timeout = std::chrono::seconds(60);
@@ -52,9 +52,9 @@ struct ClientOptions {
   // Pushed messages held for receive(): past this many bytes the client drops the connection
   // (IoError naming the server) rather than grow without bound while nobody receives.
   size_t max_inbox_bytes = size_t{1} << 30;
-  // Non-empty: TLS with the job's certificates (rendezvous/tls.h); the server's certificate
+  // Non-empty: TLS with the job's certificates (net/tls.h); the server's certificate
   // must name `host`.
-  rendezvous::TlsOptions tls;
+  net::TlsOptions tls;
 };
 
 class Client {
@@ -96,10 +96,10 @@ class Client {
   void fail(const std::string& why);  // the connection is gone: wake every waiter
   void write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Millis timeout);
   void check_size(std::span<const uint8_t> payload, const char* what) const;
-  void handshake(rendezvous::Deadline deadline);  // TLS (if any), then the secret's
+  void handshake(net::Deadline deadline);  // TLS (if any), then the secret's
   // Sends head then payload through TLS (write_mu_ held).
   void write_tls(std::span<const uint8_t> head, std::span<const uint8_t> payload,
-                 rendezvous::Deadline deadline, const char* what);
+                 net::Deadline deadline, const char* what);
 
   struct Pending {
     bool done = false;
@@ -109,10 +109,10 @@ class Client {
 
   ClientOptions options_;
   std::string address_;  // "127.0.0.1:41234"
-  rendezvous::Fd fd_;
-  rendezvous::Fd wake_fd_;  // eventfd: close() interrupts the reader's poll() through it
-  std::unique_ptr<rendezvous::TlsContext> tls_ctx_;  // TLS only
-  std::unique_ptr<rendezvous::TlsStream> tls_;
+  net::Fd fd_;
+  net::Fd wake_fd_;  // eventfd: close() interrupts the reader's poll() through it
+  std::unique_ptr<net::TlsContext> tls_ctx_;  // TLS only
+  std::unique_ptr<net::TlsStream> tls_;
   // Guards tls_ (the reader reads while writers write); the innermost lock, never held across
   // a poll().
   std::mutex tls_mu_;
@@ -129,4 +129,4 @@ class Client {
   std::string failure_;  // non-empty once the connection is gone
 };
 
-}  // namespace cohort::comm::service
+}  // namespace cohort::net::service

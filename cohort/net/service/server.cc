@@ -1,4 +1,4 @@
-#include "cohort/comm/service/server.h"
+#include "cohort/net/service/server.h"
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -12,11 +12,11 @@
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 
-namespace cohort::comm::service {
+namespace cohort::net::service {
 
-using rendezvous::Refusal;
-using rendezvous::ServerConn;
-using rendezvous::ServerLoop;
+using net::Refusal;
+using net::ServerConn;
+using net::ServerLoop;
 
 class Server::Impl : public ServerLoop::Handler {
  public:
@@ -46,11 +46,11 @@ namespace {
 // queued before them (send_direct); smaller ones are copied into the queue.
 constexpr size_t kDirectSendBytes = size_t{64} << 10;
 
-rendezvous::ServerLoopOptions loop_options(const ServerOptions& o) {
+net::ServerLoopOptions loop_options(const ServerOptions& o) {
   COHORT_CHECK_ARG(o.max_payload_bytes > 0 && o.max_payload_bytes <= (size_t{1} << 31),
                    "service server: max_payload_bytes (", o.max_payload_bytes,
                    ") must be in 1..2^31");
-  rendezvous::ServerLoopOptions l;
+  net::ServerLoopOptions l;
   l.host = o.host;
   l.port = o.port;
   l.secret = o.secret;
@@ -117,7 +117,7 @@ void Server::Impl::start_body(ServerConn& c, size_t total) {
   if (total < kFrameHeadBytes + kDirectBytes || c.unparsed() < kFrameHeadBytes) return;
   const uint8_t* head = c.in.data() + c.in_pos;
   const Kind kind = Kind(head[4]);  // parse_frame checked the magic, kind and length
-  const uint64_t id = rendezvous::frame::load_u64(head + kHeaderBytes);
+  const uint64_t id = net::frame::load_u64(head + kHeaderBytes);
   if (kind == Kind::kMessage && id != 0)
     return loop_.refuse(c, Refusal::kBadFrame,
                         detail::str("message with id ", id, " (messages carry id 0)"));
@@ -248,8 +248,8 @@ uint16_t Server::port() const {
 const std::string& Server::address() const {
   return impl_->loop_.address();
 }
-rendezvous::ServerStats Server::stats() const {
+net::ServerStats Server::stats() const {
   return impl_->loop_.stats();
 }
 
-}  // namespace cohort::comm::service
+}  // namespace cohort::net::service

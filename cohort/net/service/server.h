@@ -3,9 +3,9 @@
 // peers come and go (parameter servers, federated-learning servers). Clients are
 // service::Client (client.h); the frames are wire.h's.
 //
-// It runs on rendezvous::ServerLoop, the event loop the rendezvous store runs on, so it behaves
+// It runs on net::ServerLoop, the event loop the rendezvous store runs on, so it behaves
 // as the store does towards the network: it binds loopback unless given an address; every peer
-// proves it knows the per-job secret (rendezvous/auth.h) before anything else is read; one
+// proves it knows the per-job secret (net/auth.h) before anything else is read; one
 // thread polls every peer; a peer that sends garbage, a frame over max_payload_bytes, or stops
 // in the middle of a frame for frame_timeout is closed with one warning naming it and the
 // reason, at most 5 such lines a second; everyone else is served on.
@@ -23,12 +23,12 @@
 #include <optional>
 #include <string>
 
-#include "cohort/comm/service/wire.h"
-#include "cohort/rendezvous/secret.h"
-#include "cohort/rendezvous/server_loop.h"
-#include "cohort/rendezvous/tls.h"
+#include "cohort/net/service/wire.h"
+#include "cohort/net/secret.h"
+#include "cohort/net/server_loop.h"
+#include "cohort/net/tls.h"
 
-namespace cohort::comm::service {
+namespace cohort::net::service {
 
 using Millis = std::chrono::milliseconds;
 
@@ -36,8 +36,8 @@ struct ServerOptions {
   // Interface to bind: loopback by default; "0.0.0.0" or "::" (with a secret) to expose it.
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: the OS picks a free port; read it back with port()
-  rendezvous::Secret secret;
-  rendezvous::SecretPolicy secret_policy = rendezvous::SecretPolicy::kRequired;
+  net::Secret secret;
+  net::SecretPolicy secret_policy = net::SecretPolicy::kRequired;
   // Names the service in logs (the log subsystem) and errors: "parameter server".
   std::string name = "service";
   Millis auth_timeout = std::chrono::seconds(10);   // to finish the handshake
@@ -45,15 +45,15 @@ struct ServerOptions {
   size_t max_payload_bytes = size_t{64} << 20;      // per frame, both ways
   // A peer with more than this queued for it and not read is dropped as a slow reader.
   size_t max_queued_bytes = size_t{1} << 30;
-  // Non-empty: TLS with the job's certificates (rendezvous/tls.h), then the secret's handshake.
-  rendezvous::TlsOptions tls;
+  // Non-empty: TLS with the job's certificates (net/tls.h), then the secret's handshake.
+  net::TlsOptions tls;
 };
 
 struct Peer {
   uint64_t id = 0;      // unique for the server's lifetime
   std::string address;  // "127.0.0.1:51234"
   // TLS servers: the common name of the certificate the peer presented, verified against the
-  // job CA ("client-3", rendezvous/pki.h); who the CA says it is, whatever it later claims.
+  // job CA ("client-3", net/pki.h); who the CA says it is, whatever it later claims.
   // Empty on plain TCP.
   std::string certificate;
 };
@@ -94,7 +94,7 @@ class Server {
   const std::string& host() const;  // the bound address, e.g. "127.0.0.1"
   uint16_t port() const;
   const std::string& address() const;  // "127.0.0.1:41234"
-  rendezvous::ServerStats stats() const;
+  net::ServerStats stats() const;
 
   class Impl;
 
@@ -102,4 +102,4 @@ class Server {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace cohort::comm::service
+}  // namespace cohort::net::service

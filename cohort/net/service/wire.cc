@@ -1,10 +1,10 @@
-#include "cohort/comm/service/wire.h"
+#include "cohort/net/service/wire.h"
 
 #include <algorithm>
 
 #include "cohort/core/error.h"
 
-namespace cohort::comm::service {
+namespace cohort::net::service {
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -21,22 +21,22 @@ const char* kind_name(Kind k) {
 }
 
 ParseResult parse_frame(std::span<const uint8_t> buf, size_t max_payload, Frame* out) {
-  const rendezvous::frame::Spec spec{kMagic,
+  const net::frame::Spec spec{kMagic,
                                      uint8_t(Kind::kRequest),
                                      uint8_t(Kind::kMessage),
                                      max_payload + kIdBytes,
                                      "service frame",
                                      "frame kind",
                                      "cohort service peer"};
-  rendezvous::frame::Frame f;
-  ParseResult res = rendezvous::frame::parse(buf, spec, &f);
+  net::frame::Frame f;
+  ParseResult res = net::frame::parse(buf, spec, &f);
   if (res.status != ParseStatus::kOk) return res;
   const Kind kind = Kind(f.kind);
   if (f.body.size() < kIdBytes)
     return ParseResult{ParseStatus::kMalformed, 0,
                        detail::str(kind_name(kind), " body of ", f.body.size(),
                                    " bytes is shorter than its ", kIdBytes, "-byte id")};
-  const uint64_t id = rendezvous::frame::load_u64(f.body.data());
+  const uint64_t id = net::frame::load_u64(f.body.data());
   if (kind == Kind::kMessage && id != 0)
     return ParseResult{ParseStatus::kMalformed, 0,
                        detail::str("message with id ", id, " (messages carry id 0)")};
@@ -49,9 +49,9 @@ ParseResult parse_frame(std::span<const uint8_t> buf, size_t max_payload, Frame*
 void encode_head(Kind kind, uint64_t id, size_t payload_size, uint8_t (&out)[kFrameHeadBytes]) {
   Bytes head;
   head.reserve(kFrameHeadBytes);
-  const size_t start = rendezvous::frame::begin(&head, kMagic, uint8_t(kind));
-  rendezvous::frame::put_u64(&head, id);
-  rendezvous::frame::finish(&head, start);
+  const size_t start = net::frame::begin(&head, kMagic, uint8_t(kind));
+  net::frame::put_u64(&head, id);
+  net::frame::finish(&head, start);
   const uint64_t len = uint64_t(kIdBytes) + payload_size;
   COHORT_INTERNAL(len <= UINT32_MAX, "service frame body of ", len,
                   " bytes does not fit a u32 length");
@@ -60,10 +60,10 @@ void encode_head(Kind kind, uint64_t id, size_t payload_size, uint8_t (&out)[kFr
 }
 
 void encode_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Bytes* out) {
-  const size_t start = rendezvous::frame::begin(out, kMagic, uint8_t(kind));
-  rendezvous::frame::put_u64(out, id);
+  const size_t start = net::frame::begin(out, kMagic, uint8_t(kind));
+  net::frame::put_u64(out, id);
   out->insert(out->end(), payload.begin(), payload.end());
-  rendezvous::frame::finish(out, start);
+  net::frame::finish(out, start);
 }
 
-}  // namespace cohort::comm::service
+}  // namespace cohort::net::service

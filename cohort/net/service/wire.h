@@ -1,6 +1,6 @@
 #pragma once
-// The service channel's frames (server.h, client.h), after authentication (rendezvous/auth.h,
-// context kContext). Frames are cut by rendezvous/frame.h, the parser the store uses too; this
+// The service channel's frames (server.h, client.h), after authentication (net/auth.h,
+// context kContext). Frames are cut by net/frame.h, the parser the store uses too; this
 // file gives the service's magic, kinds and body. A pure function over bytes, fuzzed by
 // tests/fuzz/service_frame_fuzz.cc.
 //
@@ -18,15 +18,15 @@
 #include <string_view>
 #include <vector>
 
-#include "cohort/rendezvous/frame.h"
+#include "cohort/net/frame.h"
 
-namespace cohort::comm::service {
+namespace cohort::net::service {
 
 using Bytes = std::vector<uint8_t>;
 
 inline constexpr std::string_view kContext = "cohort-service-v1";  // for the handshake
 inline constexpr uint32_t kMagic = 0x31565363;                     // "cSV1"
-inline constexpr size_t kHeaderBytes = rendezvous::frame::kHeaderBytes;
+inline constexpr size_t kHeaderBytes = net::frame::kHeaderBytes;
 inline constexpr size_t kIdBytes = 8;
 inline constexpr size_t kMaxErrorBytes = 4096;  // error texts are cut to this
 
@@ -39,8 +39,8 @@ struct Frame {
   std::span<const uint8_t> payload;  // points into the parsed buffer
 };
 
-using ParseStatus = rendezvous::frame::Status;
-using ParseResult = rendezvous::frame::Result;
+using ParseStatus = net::frame::Status;
+using ParseResult = net::frame::Result;
 
 // Parses one frame from the front of buf; a body_len over max_payload + kIdBytes is malformed
 // as soon as the header is in. Checks: magic, kind, length, a body that holds the id, a zero
@@ -57,4 +57,4 @@ void encode_head(Kind kind, uint64_t id, size_t payload_size, uint8_t (&out)[kFr
 // read_loop, the server's start_body) instead of being copied out of the read chunk.
 inline constexpr size_t kDirectBytes = size_t{64} << 10;
 
-}  // namespace cohort::comm::service
+}  // namespace cohort::net::service

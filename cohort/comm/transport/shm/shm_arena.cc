@@ -12,7 +12,7 @@
 #include <iterator>
 
 #include "cohort/core/error.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::comm::transport {
 namespace {
@@ -22,7 +22,7 @@ constexpr size_t kPage = 4096;
 
 std::string random_name(int rank) {
   uint8_t rnd[8];
-  rendezvous::random_bytes(rnd);
+  net::random_bytes(rnd);
   char hex[17];
   for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
   return detail::str("/cohort-arena-", hex, "-", rank);

@@ -17,7 +17,7 @@
 #include "cohort/comm/transport/shm/shm_segment.h"
 #include "cohort/comm/transport/shm/single_copy.h"
 #include "cohort/core/logging.h"
-#include "cohort/rendezvous/secret.h"
+#include "cohort/net/secret.h"
 
 namespace cohort::comm::transport {
 
@@ -61,7 +61,7 @@ std::unique_ptr<ShmPair> ShmPair::create(int rank, int peer, const DeviceOptions
                                          std::string* name) {
   std::unique_ptr<ShmPair> p(new ShmPair(rank, peer, dev));
   uint8_t rnd[8];
-  rendezvous::random_bytes(rnd);
+  net::random_bytes(rnd);
   char hex[17];
   for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
   p->name_ = detail::str("/cohort-", hex, "-", rank, "-", peer);

@@ -12,7 +12,7 @@
 
 #include "cohort/comm/transport/tcp/tcp_pair.h"
 #include "cohort/core/logging.h"
-#include "cohort/rendezvous/auth.h"
+#include "cohort/net/auth.h"
 
 namespace cohort::comm::transport {
 namespace {
@@ -46,18 +46,18 @@ void set_buffers(int fd, int bytes) {
 
 TcpEndpoint::TcpEndpoint(const DeviceOptions& options, int rank, int size, Notifier* notifier)
     : options_(options), rank_(rank), size_(size), notifier_(notifier) {
-  listener_ = rendezvous::listen_tcp(options.bind_address, 0, std::max(size, 16));
+  listener_ = net::listen_tcp(options.bind_address, 0, std::max(size, 16));
   std::string host = options.advertise_address.empty() ? listener_.host : options.advertise_address;
-  address_ = rendezvous::join_host_port(host, listener_.port);
+  address_ = net::join_host_port(host, listener_.port);
 }
 
 TcpEndpoint::~TcpEndpoint() {
   stop();
 }
 
-std::unique_ptr<TcpPair> TcpEndpoint::make_pair(int peer, rendezvous::Fd fd) {
-  rendezvous::set_nonblocking(fd.get());
-  rendezvous::set_nodelay(fd.get());
+std::unique_ptr<TcpPair> TcpEndpoint::make_pair(int peer, net::Fd fd) {
+  net::set_nonblocking(fd.get());
+  net::set_nodelay(fd.get());
   set_buffers(fd.get(), options_.tcp_socket_buffer);
   return std::make_unique<TcpPair>(rank_, peer, std::move(fd), notifier_);
 }
@@ -66,21 +66,21 @@ std::unique_ptr<TcpPair> TcpEndpoint::connect_to(int peer, const std::string& ad
                                                  Deadline deadline) {
   auto [host, port] = split_address(address);
   std::string who = detail::str("rank ", peer, " at ", address);
-  rendezvous::Fd fd = rendezvous::connect_tcp(host, port, deadline, who);
+  net::Fd fd = net::connect_tcp(host, port, deadline, who);
   if (!options_.secret.empty()) {
-    rendezvous::auth::answer_challenge(fd.get(), options_.secret, kAuthContext, deadline, who);
+    net::auth::answer_challenge(fd.get(), options_.secret, kAuthContext, deadline, who);
   }
   Hello hello{kHelloMagic, rank_, size_, 0};
-  rendezvous::write_all(fd.get(), &hello, sizeof(hello), deadline, who, "hello");
+  net::write_all(fd.get(), &hello, sizeof(hello), deadline, who, "hello");
   return make_pair(peer, std::move(fd));
 }
 
 int TcpEndpoint::read_hello(int fd, Deadline deadline, const std::string& who) {
   if (!options_.secret.empty()) {
-    rendezvous::auth::serve_challenge(fd, options_.secret, kAuthContext, deadline, who);
+    net::auth::serve_challenge(fd, options_.secret, kAuthContext, deadline, who);
   }
   Hello hello{};
-  rendezvous::read_exact(fd, &hello, sizeof(hello), deadline, who, "hello");
+  net::read_exact(fd, &hello, sizeof(hello), deadline, who, "hello");
   COHORT_CHECK_IO(hello.magic == kHelloMagic, "tcp transport: ", who, " sent a bad hello (magic 0x",
                   std::hex, hello.magic, ")");
   COHORT_CHECK_IO(hello.size == size_, "tcp transport: ", who, " says the world has ", hello.size,
@@ -94,7 +94,7 @@ std::vector<std::unique_ptr<TcpPair>> TcpEndpoint::accept_from(const std::vector
   size_t missing = peers.size();
   while (missing > 0) {
     pollfd pfd{listener_.fd.get(), POLLIN, 0};
-    int n = ::poll(&pfd, 1, rendezvous::poll_timeout_ms(deadline));
+    int n = ::poll(&pfd, 1, net::poll_timeout_ms(deadline));
     if (n < 0 && errno == EINTR) continue;
     if (n == 0 || Clock::now() >= deadline) {
       std::string names;
@@ -107,8 +107,8 @@ std::vector<std::unique_ptr<TcpPair>> TcpEndpoint::accept_from(const std::vector
     }
     int c = ::accept4(listener_.fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) continue;  // EAGAIN, ECONNABORTED...: poll again
-    rendezvous::Fd fd(c);
-    std::string who = detail::str("connection from ", rendezvous::peer_address(c));
+    net::Fd fd(c);
+    std::string who = detail::str("connection from ", net::peer_address(c));
     try {
       int rank = read_hello(c, deadline, who);
       size_t i = 0;

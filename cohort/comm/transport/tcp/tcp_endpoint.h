@@ -3,7 +3,7 @@
 // store) and one event-loop thread that moves bytes for every TCP pair of the context.
 //
 // Connection setup (blocking, with the context's connect deadline): the higher rank connects to
-// the lower rank's listener; both prove the job secret (rendezvous/auth.h, context
+// the lower rank's listener; both prove the job secret (net/auth.h, context
 // "cohort-tcp-v1") before anything else is read, then the connector sends a hello naming its
 // rank and the world size. A connection that fails the handshake is logged and dropped; the
 // listener keeps waiting for the real peers.
@@ -20,7 +20,7 @@
 
 #include "cohort/comm/transport/backoff.h"
 #include "cohort/comm/transport/transport.h"
-#include "cohort/rendezvous/socket.h"
+#include "cohort/net/socket.h"
 
 namespace cohort::comm::transport {
 
@@ -49,17 +49,17 @@ class TcpEndpoint {
  private:
   // Reads the hello on an authenticated socket; returns the peer's rank.
   int read_hello(int fd, Deadline deadline, const std::string& who);
-  std::unique_ptr<TcpPair> make_pair(int peer, rendezvous::Fd fd);
+  std::unique_ptr<TcpPair> make_pair(int peer, net::Fd fd);
   void loop();
 
   DeviceOptions options_;
   int rank_;
   int size_;
   Notifier* notifier_;
-  rendezvous::Listener listener_;
+  net::Listener listener_;
   std::string address_;
-  rendezvous::Fd epoll_;
-  rendezvous::Fd wake_;  // eventfd: stop()
+  net::Fd epoll_;
+  net::Fd wake_;  // eventfd: stop()
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

@@ -21,7 +21,7 @@ constexpr tcp::FrameLimits kRecvLimits{};
 
 }  // namespace
 
-TcpPair::TcpPair(int rank, int peer, rendezvous::Fd fd, Notifier* notifier)
+TcpPair::TcpPair(int rank, int peer, net::Fd fd, Notifier* notifier)
     : Pair(peer), rank_(rank), fd_(std::move(fd)), notifier_(notifier) {}
 
 TcpPair::~TcpPair() = default;
@@ -29,7 +29,7 @@ TcpPair::~TcpPair() = default;
 std::exception_ptr TcpPair::socket_error(const char* during, int err) {
   return std::make_exception_ptr(IoError(
       detail::str("tcp transport: connection to rank ", peer(), " (",
-                  rendezvous::peer_address(fd_.get()), ") failed during ", during, ": ",
+                  net::peer_address(fd_.get()), ") failed during ", during, ": ",
                   std::strerror(err), "; rank ", peer(), " may have died (check its log)")));
 }
 
@@ -165,7 +165,7 @@ bool TcpPair::read_header_locked(OpState& op) {
   if (!d.ok()) {
     fail_all_locked(std::make_exception_ptr(
         IoError(detail::str("tcp transport: ", op.describe(), ": ", d.error, " from ",
-                            rendezvous::peer_address(fd_.get()), "; the stream from rank ", peer(),
+                            net::peer_address(fd_.get()), "; the stream from rank ", peer(),
                             " is corrupt or not a cohort peer"))));
     return true;
   }

@@ -18,13 +18,13 @@
 
 #include "cohort/comm/transport/backoff.h"
 #include "cohort/comm/transport/transport.h"
-#include "cohort/rendezvous/socket.h"
+#include "cohort/net/socket.h"
 
 namespace cohort::comm::transport {
 
 class TcpPair : public Pair {
  public:
-  TcpPair(int rank, int peer, rendezvous::Fd fd, Notifier* notifier);
+  TcpPair(int rank, int peer, net::Fd fd, Notifier* notifier);
   ~TcpPair() override;
 
   int fd() const { return fd_.get(); }
@@ -51,7 +51,7 @@ class TcpPair : public Pair {
   std::exception_ptr peer_closed(const OpState* op);
 
   int rank_;
-  rendezvous::Fd fd_;
+  net::Fd fd_;
   Notifier* notifier_;
   std::mutex mu_;  // guards everything below; never held across a blocking call
   std::deque<std::shared_ptr<OpState>> sends_, recvs_;

@@ -206,6 +206,40 @@ std::string published_address(const Config& cfg, const std::string& bound, int n
   return bound;
 }
 
+// The run directory `cohort train --servers` chose (COHORT_RUN_DIR); under another launcher
+// (`cohort run --servers`), the one worker rank 0 chose and published in the store. Asked
+// before the server writes anything: a server that made <run.name> itself would make rank 0,
+// finding it taken, choose <run.name>.2 (run_dir.h).
+std::string job_run_dir(const rendezvous::EnvMap& env, rendezvous::Store& store,
+                        std::chrono::milliseconds timeout) {
+  if (auto it = env.find(kRunDirVariable); it != env.end() && !it->second.empty())
+    return it->second;
+  return store.get_string(kRunDirStoreKey, timeout);
+}
+
+std::chrono::milliseconds server_timeout(const Config& cfg) {
+  double timeout_s = cfg.get_float("ps.timeout_s");
+  if (timeout_s <= 0) timeout_s = cfg.get_float("comm.timeout_s");
+  return std::chrono::milliseconds(int64_t(timeout_s * 1000.0));
+}
+
+void set_server_options(ps::ServerOptions& o, const Config& cfg, const rendezvous::EnvMap& env,
+                        const net::Secret& secret) {
+  o.host = cfg.get_string("comm.bind_address");  // loopback unless told otherwise
+  published_address(cfg, o.host + ":0", rendezvous::int_from_env(env, "COHORT_NNODES", 1));
+  o.num_servers = required_int(env, "COHORT_NUM_SERVERS");
+  o.num_workers = required_int(env, "COHORT_NUM_WORKERS");
+  o.secret = secret;
+  o.secret_policy = net::SecretPolicy::kAllowInsecure;
+  o.make_optimizer = [&cfg](optim::NamedParams p) { return make_optimizer(cfg, std::move(p)); };
+  o.make_schedule = [&cfg](int64_t total) { return make_schedule(cfg, total); };
+  o.consistency = ps::consistency_from_config(cfg, o.num_workers);
+  o.compression = ps::push_compression_from_config(cfg);
+  o.shared_memory = ps::shared_memory_from_config(cfg);
+  add_interval_records(cfg, o.index, o);
+  o.rejoin_timeout = server_timeout(cfg);  // a worker restarted alone (--max-restarts) comes back
+}
+
 }  // namespace
 
 bool is_server_role(const rendezvous::EnvMap& env) {
@@ -214,37 +248,13 @@ bool is_server_role(const rendezvous::EnvMap& env) {
 }
 
 void run_parameter_server(const Config& given, const rendezvous::EnvMap& env) {
-  Config cfg = given;  // in the run directory `cohort train --servers` chose (run_dir.h)
-  if (auto it = env.find(kRunDirVariable); it != env.end() && !it->second.empty())
-    set_run_dir(cfg, it->second);
+  Config cfg = given;
   COHORT_CHECK_ARG(cfg.get_string("parallel.strategy") == ps::kStrategyName,
                    "parameter server started, but parallel.strategy = '",
                    cfg.get_string("parallel.strategy"), "'; servers need 'ps'");
   const int index = required_int(env, "COHORT_SERVER_INDEX");
-  ps::ServerOptions o;
-  o.index = index;
-  set_recovery(o, cfg, env);
-  o.host = cfg.get_string("comm.bind_address");  // loopback unless told otherwise
-  published_address(cfg, o.host + ":0", rendezvous::int_from_env(env, "COHORT_NNODES", 1));
-  set_num_threads(1);
-  const auto model = make_model(cfg);
-  const net::Secret secret =
-      rendezvous::secret_from_env(env, net::SecretPolicy::kAllowInsecure);
-  o.num_servers = required_int(env, "COHORT_NUM_SERVERS");
-  o.num_workers = required_int(env, "COHORT_NUM_WORKERS");
-  o.params = model->named_parameters();
-  o.secret = secret;
-  o.secret_policy = net::SecretPolicy::kAllowInsecure;
-  o.make_optimizer = [&cfg](optim::NamedParams p) { return make_optimizer(cfg, std::move(p)); };
-  o.make_schedule = [&cfg](int64_t total) { return make_schedule(cfg, total); };
-  o.consistency = ps::consistency_from_config(cfg, o.num_workers);
-  o.compression = ps::push_compression_from_config(cfg);
-  o.shared_memory = ps::shared_memory_from_config(cfg);
-  add_interval_records(cfg, index, o);
-  double timeout_s = cfg.get_float("ps.timeout_s");
-  if (timeout_s <= 0) timeout_s = cfg.get_float("comm.timeout_s");
-  const auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000.0));
-  o.rejoin_timeout = timeout;  // a worker restarted alone (--max-restarts) comes back
+  const net::Secret secret = rendezvous::secret_from_env(env, net::SecretPolicy::kAllowInsecure);
+  const auto timeout = server_timeout(cfg);
   rendezvous::TcpStore store(
       {.host = env.count("COHORT_MASTER_ADDR") ? env.at("COHORT_MASTER_ADDR") : "127.0.0.1",
        .port = uint16_t(required_int(env, "COHORT_MASTER_PORT")),
@@ -252,6 +262,14 @@ void run_parameter_server(const Config& given, const rendezvous::EnvMap& env) {
        .secret_policy = net::SecretPolicy::kAllowInsecure,
        .timeout = timeout,
        .connect_timeout = timeout});
+  set_run_dir(cfg, job_run_dir(env, store, timeout));
+  ps::ServerOptions o;
+  o.index = index;
+  set_recovery(o, cfg, env);
+  set_num_threads(1);
+  const auto model = make_model(cfg);
+  o.params = model->named_parameters();
+  set_server_options(o, cfg, env, secret);
   const bool restarted = rendezvous::int_from_env(env, "COHORT_SERVER_RESTARTS", 0) > 0;
   if (o.restore && !restarted) {  // the whole job resumed, not one server restarted alone
     const bool bsp = o.consistency.mode == ps::Mode::kBsp;

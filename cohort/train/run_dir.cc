@@ -97,13 +97,13 @@ void set_run_dir(Config& cfg, const std::string& dir) {
 }
 
 std::string agree_on_run_dir(const TrainWorld& world, const std::string& chosen, double timeout_s) {
-  if (world.size <= 1 || !world.joined) return chosen;
+  if (!world.joined) return chosen;
   const auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000.0));
   if (const auto& store = world.joined->store.store) {  // native backend
-    const std::string key = "train/run_dir";
-    if (world.is_chief()) store->set_string(key, chosen);
-    return store->get_string(key, timeout);
+    if (world.is_chief()) store->set_string(kRunDirStoreKey, chosen);
+    return world.size > 1 ? store->get_string(kRunDirStoreKey, timeout) : chosen;
   }
+  if (world.size <= 1) return chosen;
   // MPI: no store; the group broadcasts the length, then the bytes.
   comm::ProcessGroup& g = *world.joined->group;
   int64_t n = int64_t(chosen.size());

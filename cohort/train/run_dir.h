@@ -23,6 +23,9 @@ namespace cohort::train {
 
 // The variable a launcher sets to the run directory it chose for every worker.
 inline constexpr const char* kRunDirVariable = "COHORT_RUN_DIR";
+// The store key under which rank 0 publishes its choice when no launcher made one: the other
+// ranks and the parameter servers (which are not ranks) read it there.
+inline constexpr const char* kRunDirStoreKey = "train/run_dir";
 
 enum class RunStart { kFresh, kContinue };
 
@@ -51,8 +54,9 @@ std::string numbered_run_notice(const RunDir& d);
 // trainer's, a parameter server's) is that directory, and config.toml records its real name.
 void set_run_dir(Config& cfg, const std::string& dir);
 
-// Rank 0's `chosen` on every rank: through the job's store, or a broadcast on the group under
-// comm.backend = "mpi". Collective when the job has more than one process.
+// Rank 0's `chosen` on every rank: through the job's store (published there even in a job of
+// one worker, for its parameter servers), or a broadcast on the group under comm.backend =
+// "mpi". Collective when the job has more than one process.
 std::string agree_on_run_dir(const TrainWorld& world, const std::string& chosen, double timeout_s);
 
 }  // namespace cohort::train

@@ -1,6 +1,8 @@
 #include "cohort/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -49,17 +51,35 @@ int64_t text_steps_per_epoch(const DataSplits& d, int64_t global_batch, int64_t 
   return std::max<int64_t>(1, text.num_bytes() / (global_batch * block));
 }
 
+// Where this run writes (run_dir.h): the directory `cohort train --workers` chose for every
+// worker and restart, else rank 0's choice on every rank. Only rank 0 looks at the disk, so
+// ranks never disagree over a directory one of them just made. Settled right after joining,
+// before the strategy starts: parameter servers started by another launcher wait for rank 0's
+// choice in the store before they write anything, and a PS worker waits for the servers.
+void settle_run_dir(Trainer::State& s, const rendezvous::EnvMap& env) {
+  if (auto it = env.find(kRunDirVariable); it != env.end() && !it->second.empty()) {
+    set_run_dir(s.cfg, it->second);
+    return;
+  }
+  const TrainWorld& w = *s.world;
+  std::string dir;
+  if (w.is_chief()) {
+    const int restarts = std::max(w.restart_count, w.worker_restarts);
+    const RunDir d = choose_run_dir(s.cfg.get_string("run.dir"), s.cfg.get_string("run.name"),
+                                    run_start(s.cfg, restarts));
+    if (d.avoided_earlier()) std::printf("%s\n", numbered_run_notice(d).c_str());
+    dir = d.path;
+  }
+  set_run_dir(s.cfg, agree_on_run_dir(w, dir, s.cfg.get_float("comm.timeout_s")));
+}
+
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
     : s_(std::make_unique<State>(cfg)) {
   check_combination(cfg);
   s_->world = join_world(cfg, env);
-  // `cohort train --workers` chose the run directory for every worker and restart (run_dir.h).
-  if (auto it = env.find(kRunDirVariable); it != env.end() && !it->second.empty()) {
-    set_run_dir(s_->cfg, it->second);
-    s_->run_dir_from_launcher = true;
-  }
+  settle_run_dir(*s_, env);
   if (s_->world->size > 1) log::set_rank(s_->world->rank);
   // Under `--dashboard` every record also goes to the launcher (metrics/stream_sink.h), after
   // the JSONL file (start_run), so that a stalled launcher never delays the file.

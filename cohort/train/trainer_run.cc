@@ -60,24 +60,6 @@ void move_checkpoints_after(const ckpt::CheckpointManager& m, int64_t step) {
                 d.c_str(), long(step), to.c_str());
 }
 
-// Where this run writes (run_dir.h): the launcher's choice, else rank 0's, on every rank. Only
-// rank 0 looks at the disk, so ranks never disagree over a directory one of them just made.
-std::string settle_run_dir(Trainer::State& s) {
-  const TrainWorld& w = *s.world;
-  if (!s.run_dir_from_launcher) {
-    std::string dir;
-    if (w.is_chief()) {
-      const int restarts = std::max(w.restart_count, w.worker_restarts);
-      const RunDir d = choose_run_dir(s.cfg.get_string("run.dir"), s.cfg.get_string("run.name"),
-                                      run_start(s.cfg, restarts));
-      if (d.avoided_earlier()) std::printf("%s\n", numbered_run_notice(d).c_str());
-      dir = d.path;
-    }
-    set_run_dir(s.cfg, agree_on_run_dir(w, dir, s.cfg.get_float("comm.timeout_s")));
-  }
-  return make_run_dir(s.cfg, w.is_chief());
-}
-
 std::string metrics_path(const Trainer::State& s) {
   std::string name =
       s.world->is_chief() ? "metrics.jsonl" : detail::str("metrics.rank", s.world->rank, ".jsonl");
@@ -99,7 +81,7 @@ void print_start(const Trainer::State& s) {
 void Trainer::start_run() {
   State& s = *s_;
   bool chief = s.world->is_chief();
-  s.run_dir = settle_run_dir(s);
+  s.run_dir = make_run_dir(s.cfg, s.world->is_chief());  // chosen in the constructor
   s.metrics_file = metrics_path(s);
   s.log.add(std::make_unique<metrics::JsonlFile>(s.metrics_file));
   if (s.stream) s.log.add(std::move(s.stream));

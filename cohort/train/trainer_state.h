@@ -74,7 +74,6 @@ struct Trainer::State {
   StragglerWatch stragglers;  // metrics.straggler_*; off without a group
   EnergyAccount energy;       // energy.*: this rank's joules per step (energy_account.h)
   std::string run_dir;
-  bool run_dir_from_launcher = false;  // COHORT_RUN_DIR named it (run_dir.h)
   int64_t batch = 0;
   int64_t total_steps = 0;
   int64_t steps_per_epoch = 0;

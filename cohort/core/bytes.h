@@ -1,46 +1,96 @@
 #pragma once
-// Little-endian fixed-width fields for the service channel's payloads: put() appends one,
-// ByteReader takes them back with a bounds check on every read, so a truncated or oversized
-// message is an InvalidArgument naming what was being read, never a read past the end.
+// Little-endian fixed-width fields, the one byte reader/writer of cohort's wire formats (store
+// and service frames, parameter-server and federated messages, the safetensors header length).
+//
+// store()/load() put a value's bytes at a pointer, least significant byte first, whatever the
+// host's byte order; put() appends one to a byte vector. Integers, enums and floating-point
+// values alike (a float travels as its bit pattern). Reader takes fields back with a bounds
+// check on every read, so a truncated or oversized message is an InvalidArgument naming what
+// was being read, never a read past the end.
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cohort/core/error.h"
 
-namespace cohort::net::service {
+namespace cohort::bytes {
 
+namespace detail {
+template <size_t N>
+struct UIntOf;
+template <>
+struct UIntOf<1> {
+  using type = uint8_t;
+};
+template <>
+struct UIntOf<2> {
+  using type = uint16_t;
+};
+template <>
+struct UIntOf<4> {
+  using type = uint32_t;
+};
+template <>
+struct UIntOf<8> {
+  using type = uint64_t;
+};
+// The unsigned integer with T's size: a value is moved as this, shifted byte by byte.
+template <typename T>
+using UInt = typename UIntOf<sizeof(T)>::type;
+}  // namespace detail
+
+// Writes v at p: sizeof(T) bytes, least significant first.
+template <typename T>
+void store(uint8_t* p, T v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  const auto u = std::bit_cast<detail::UInt<T>>(v);
+  for (size_t i = 0; i < sizeof(T); ++i) p[i] = uint8_t(uint64_t(u) >> (8 * i));
+}
+
+// Reads the T that store() wrote at p.
+template <typename T>
+T load(const uint8_t* p) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  uint64_t u = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) u |= uint64_t(p[i]) << (8 * i);
+  return std::bit_cast<T>(detail::UInt<T>(u));
+}
+
+// Appends v (sizeof(T) bytes, little-endian).
 template <typename T>
 void put(std::vector<uint8_t>& b, T v) {
   const size_t at = b.size();
   b.resize(at + sizeof(T));
-  std::memcpy(b.data() + at, &v, sizeof(T));
+  store(b.data() + at, v);
 }
 
+// A u32 length, then the string's bytes.
 inline void put_string(std::vector<uint8_t>& b, const std::string& s) {
   put(b, uint32_t(s.size()));
   b.insert(b.end(), s.begin(), s.end());
 }
 
-// Appends n values of T (a length prefix is the caller's business).
+// Appends n values of T as they lie in memory (bulk payloads: tensors' floats); a length prefix
+// is the caller's business.
 template <typename T>
 void put_array(std::vector<uint8_t>& b, const T* v, size_t n) {
   const auto* p = reinterpret_cast<const uint8_t*>(v);
   b.insert(b.end(), p, p + n * sizeof(T));
 }
 
-class ByteReader {
+class Reader {
  public:
   // `what` names the message in errors: "federated update from client 3".
-  ByteReader(std::span<const uint8_t> b, std::string what) : b_(b), what_(std::move(what)) {}
+  Reader(std::span<const uint8_t> b, std::string what) : b_(b), what_(std::move(what)) {}
 
   template <typename T>
   T get() {
     need(sizeof(T), "a field");
-    T v;
-    std::memcpy(&v, b_.data() + at_, sizeof(T));
+    const T v = load<T>(b_.data() + at_);
     at_ += sizeof(T);
     return v;
   }
@@ -53,7 +103,7 @@ class ByteReader {
     at_ += n;
     return s;
   }
-  // n values of T into out.
+  // n values of T into out, as put_array() wrote them.
   template <typename T>
   void get_array(T* out, size_t n) {
     COHORT_CHECK_ARG(n <= remaining() / sizeof(T), what_, ": expected ", n, " values (",
@@ -91,4 +141,4 @@ class ByteReader {
   size_t at_ = 0;
 };
 
-}  // namespace cohort::net::service
+}  // namespace cohort::bytes

@@ -9,6 +9,7 @@
 
 #include "cohort/ckpt/file_io.h"
 #include "cohort/ckpt/manifest.h"
+#include "cohort/core/bytes.h"
 
 namespace cohort::ckpt {
 namespace {
@@ -161,8 +162,7 @@ NamedTensors read_safetensors_from(const std::string& where, uint64_t size, cons
                   " bytes, too short for a safetensors file (expected an 8-byte header length)");
   uint8_t len[8];
   read_at(len, 8, 0, "the header length");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
+  const uint64_t n = bytes::load<uint64_t>(len);
   COHORT_CHECK_IO(n <= size - 8, where, ": header length ", n, " goes beyond the end of the file (",
                   size, " bytes); truncated or not safetensors");
   COHORT_CHECK_IO(n <= kMaxHeaderBytes, where, ": header length ", n, " exceeds the ",
@@ -247,7 +247,7 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   check_names(path, tensors);
   const std::string header = build_header(path, tensors, metadata);
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  bytes::store(len, uint64_t(header.size()));
   internal::File f = internal::File::create(path);
   f.write_all(len, 8);
   f.write_all(header.data(), header.size());
@@ -264,7 +264,7 @@ std::vector<uint8_t> encode_safetensors(const NamedTensors& tensors, const std::
   check_names(name, tensors);
   const std::string header = build_header(name, tensors, metadata);
   std::vector<uint8_t> out(8);
-  for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  bytes::store(out.data(), uint64_t(header.size()));
   out.insert(out.end(), header.begin(), header.end());
   for (const auto& [tensor_name, t] : tensors) {
     if (t.numel() == 0) continue;

@@ -1,15 +1,15 @@
 #include "cohort/federated/messages.h"
 
-#include "cohort/net/service/byte_io.h"
+#include "cohort/core/bytes.h"
 #include "cohort/core/error.h"
 
 namespace cohort::federated {
 namespace {
 
-using net::service::ByteReader;
-using net::service::put;
-using net::service::put_array;
-using net::service::put_string;
+using ByteReader = bytes::Reader;
+using bytes::put;
+using bytes::put_array;
+using bytes::put_string;
 
 constexpr uint32_t kMaxParams = 1u << 20;           // parameters in a layout
 constexpr int64_t kMaxElements = int64_t(1) << 40;  // values in a model (no overflow below)

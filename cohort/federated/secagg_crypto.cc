@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "cohort/core/bytes.h"
 #include "cohort/core/error.h"
 
 namespace cohort::federated::secagg::crypto {
@@ -79,7 +80,7 @@ bool agree(const Key& secret, const Key& peer, Key& shared) {
 
 Key hkdf(const Key& ikm, std::string_view label, uint64_t round) {
   std::vector<uint8_t> info(label.begin(), label.end());
-  for (int i = 0; i < 8; ++i) info.push_back(static_cast<uint8_t>(round >> (8 * i)));
+  bytes::put(info, round);
   PkeyCtx ctx(EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr));
   COHORT_INTERNAL(ctx != nullptr, "HKDF context");
   SECAGG_SSL(EVP_PKEY_derive_init(ctx.get()));

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <utility>
 
+#include "cohort/core/bytes.h"
 #include "cohort/core/error.h"
 
 namespace cohort::federated::secagg::msg {
@@ -21,16 +22,13 @@ class Writer {
     u32(h.user);
   }
   void u8(uint8_t v) { out_.push_back(v); }
-  void u32(uint32_t v) { le(v, 4); }
-  void u64(uint64_t v) { le(v, 8); }
+  void u32(uint32_t v) { bytes::put(out_, v); }
+  void u64(uint64_t v) { bytes::put(out_, v); }
   void raw(const uint8_t* p, size_t n) { out_.insert(out_.end(), p, p + n); }
   void key(const crypto::Key& k) { raw(k.data(), k.size()); }
   Bytes take() { return std::move(out_); }
 
  private:
-  void le(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
   Bytes out_;
 };
 
@@ -60,9 +58,9 @@ class Reader {
     COHORT_CHECK_ARG(n <= b_.size() - pos_, ctx_, "truncated: ", what, " needs ", n,
                      " bytes, only ", b_.size() - pos_, " left");
   }
-  uint8_t u8(const char* what) { return static_cast<uint8_t>(le(1, what)); }
-  uint32_t u32(const char* what) { return static_cast<uint32_t>(le(4, what)); }
-  uint64_t u64(const char* what) { return le(8, what); }
+  uint8_t u8(const char* what) { return le<uint8_t>(what); }
+  uint32_t u32(const char* what) { return le<uint32_t>(what); }
+  uint64_t u64(const char* what) { return le<uint64_t>(what); }
   crypto::Key key(const char* what) {
     need(crypto::kKeyBytes, what);
     crypto::Key k;
@@ -89,11 +87,13 @@ class Reader {
   }
 
  private:
-  uint64_t le(int n, const char* what) {
-    need(n, what);
-    uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v |= uint64_t{b_[pos_ + i]} << (8 * i);
-    pos_ += n;
+  // Its own reader rather than bytes::Reader: errors carry the round, phase and user of the
+  // message (ctx_) and name the field being read.
+  template <typename T>
+  T le(const char* what) {
+    need(sizeof(T), what);
+    const T v = bytes::load<T>(b_.data() + pos_);
+    pos_ += sizeof(T);
     return v;
   }
   const Bytes& b_;

@@ -56,10 +56,4 @@ Result parse(std::span<const uint8_t> buf, const Spec& spec, Frame* out);
 size_t begin(std::vector<uint8_t>* out, uint32_t magic, uint8_t kind);
 void finish(std::vector<uint8_t>* out, size_t start);
 
-// Little-endian helpers for bodies.
-void put_u32(std::vector<uint8_t>* out, uint32_t v);
-void put_u64(std::vector<uint8_t>* out, uint64_t v);
-uint32_t load_u32(const uint8_t* p);
-uint64_t load_u64(const uint8_t* p);
-
 }  // namespace cohort::net::frame

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "cohort/net/service/byte_io.h"
+#include "cohort/core/bytes.h"
 #include "cohort/core/error.h"
 
 namespace cohort::ps {
@@ -14,12 +14,12 @@ constexpr size_t kPushHeaderBytes = 1 + 4 + 3 * 8 + 1 + 1 + kPushPadBytes;
 constexpr uint8_t kPushShared = 1;  // flags: the grads are in the worker's shared area
 static_assert(kPushHeaderBytes == 32);
 
-using net::service::put;
+using bytes::put;
 
 // Every message reader names the parameter server in its errors.
-class Reader : public net::service::ByteReader {
+class Reader : public bytes::Reader {
  public:
-  explicit Reader(const Bytes& b) : ByteReader(b, "parameter server message") {}
+  explicit Reader(const Bytes& b) : bytes::Reader(b, "parameter server message") {}
 };
 
 }  // namespace
@@ -47,7 +47,7 @@ Bytes encode_hello(const Hello& h) {
   put(b, h.codec.levels);
   put(b, h.codec.seed);
   if (h.shared) {
-    net::service::put_string(b, h.shared->name);
+    bytes::put_string(b, h.shared->name);
     b.insert(b.end(), h.shared->token.begin(), h.shared->token.end());
     put(b, h.shared->count);
   }

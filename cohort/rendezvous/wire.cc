@@ -2,13 +2,16 @@
 
 #include <cstring>
 
+#include "cohort/core/bytes.h"
 #include "cohort/core/error.h"
 
 namespace cohort::rendezvous::wire {
 namespace {
 
 // Bounds-checked little-endian reader over one frame body. Each read returns false (and
-// records why) instead of running past the end.
+// records why) instead of running past the end: the store's parser reports a malformed frame
+// to its caller (and the fuzzer) rather than throwing, so it wraps core/bytes.h's load() instead
+// of using bytes::Reader.
 class Reader {
  public:
   explicit Reader(std::span<const uint8_t> body) : body_(body) {}
@@ -16,10 +19,8 @@ class Reader {
   template <typename T>
   bool number(T* out, const char* what) {
     if (!need(sizeof(T), what)) return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t(body_[pos_ + i]) << (8 * i);
+    *out = bytes::load<T>(body_.data() + pos_);
     pos_ += sizeof(T);
-    *out = T(v);
     return true;
   }
   bool blob(Bytes* out, size_t max, const char* what) {
@@ -83,7 +84,7 @@ class Writer {
   explicit Writer(Bytes* out) : out_(out) {}
   template <typename T>
   void number(T v) {
-    for (size_t i = 0; i < sizeof(T); ++i) out_->push_back(uint8_t(uint64_t(v) >> (8 * i)));
+    bytes::put(*out_, v);
   }
   void blob(const void* p, size_t n) {
     number(uint32_t(n));

@@ -13,6 +13,7 @@
 
 #include "cohort/net/service/client.h"
 #include "cohort/net/service/server.h"
+#include "cohort/core/bytes.h"
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 #include "cohort/net/auth.h"
@@ -297,7 +298,7 @@ TEST_F(ServiceTest, APeerThatStopsMidwayThroughALargeBodyIsDroppedAfterTheDeadli
   Fd liar = raw_authenticated();
   frame.clear();
   const size_t start = net::frame::begin(&frame, kMagic, uint8_t(Kind::kMessage));
-  net::frame::put_u64(&frame, 9);
+  bytes::put(frame, uint64_t{9});
   frame.resize(frame.size() + (size_t(200) << 10), 'm');
   net::frame::finish(&frame, start);
   frame.resize(kFrameHeadBytes + 100);

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cohort/core/bytes.h"
 #include "cohort/core/error.h"
 #include "cohort/net/auth.h"
 
@@ -284,7 +285,7 @@ void Client::read_loop() {
       if (res.status == ParseStatus::kNeedMore) {
         if (res.size >= kFrameHeadBytes + kDirectBytes && end - pos >= kFrameHeadBytes) {
           body_kind = Kind(buf[pos + 4]);
-          body_id = net::frame::load_u64(buf.data() + pos + kHeaderBytes);
+          body_id = bytes::load<uint64_t>(buf.data() + pos + kHeaderBytes);
           if (body_kind == Kind::kRequest || (body_kind == Kind::kMessage && body_id != 0))
             return malformed(body_kind == Kind::kRequest ? "a request, to a client"
                                                          : "a message with an id");

@@ -9,6 +9,7 @@
 #include <exception>
 #include <utility>
 
+#include "cohort/core/bytes.h"
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 
@@ -117,7 +118,7 @@ void Server::Impl::start_body(ServerConn& c, size_t total) {
   if (total < kFrameHeadBytes + kDirectBytes || c.unparsed() < kFrameHeadBytes) return;
   const uint8_t* head = c.in.data() + c.in_pos;
   const Kind kind = Kind(head[4]);  // parse_frame checked the magic, kind and length
-  const uint64_t id = net::frame::load_u64(head + kHeaderBytes);
+  const uint64_t id = bytes::load<uint64_t>(head + kHeaderBytes);
   if (kind == Kind::kMessage && id != 0)
     return loop_.refuse(c, Refusal::kBadFrame,
                         detail::str("message with id ", id, " (messages carry id 0)"));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cohort/core/bytes.h"
 #include "cohort/core/error.h"
 
 namespace cohort::net::service {
@@ -36,7 +37,7 @@ ParseResult parse_frame(std::span<const uint8_t> buf, size_t max_payload, Frame*
     return ParseResult{ParseStatus::kMalformed, 0,
                        detail::str(kind_name(kind), " body of ", f.body.size(),
                                    " bytes is shorter than its ", kIdBytes, "-byte id")};
-  const uint64_t id = net::frame::load_u64(f.body.data());
+  const uint64_t id = bytes::load<uint64_t>(f.body.data());
   if (kind == Kind::kMessage && id != 0)
     return ParseResult{ParseStatus::kMalformed, 0,
                        detail::str("message with id ", id, " (messages carry id 0)")};
@@ -50,18 +51,18 @@ void encode_head(Kind kind, uint64_t id, size_t payload_size, uint8_t (&out)[kFr
   Bytes head;
   head.reserve(kFrameHeadBytes);
   const size_t start = net::frame::begin(&head, kMagic, uint8_t(kind));
-  net::frame::put_u64(&head, id);
+  bytes::put(head, id);
   net::frame::finish(&head, start);
   const uint64_t len = uint64_t(kIdBytes) + payload_size;
   COHORT_INTERNAL(len <= UINT32_MAX, "service frame body of ", len,
                   " bytes does not fit a u32 length");
-  for (int i = 0; i < 4; ++i) head[5 + size_t(i)] = uint8_t(len >> (8 * i));
+  bytes::store(head.data() + 5, uint32_t(len));
   std::copy(head.begin(), head.end(), out);
 }
 
 void encode_frame(Kind kind, uint64_t id, std::span<const uint8_t> payload, Bytes* out) {
   const size_t start = net::frame::begin(out, kMagic, uint8_t(kind));
-  net::frame::put_u64(out, id);
+  bytes::put(*out, id);
   out->insert(out->end(), payload.begin(), payload.end());
   net::frame::finish(out, start);
 }

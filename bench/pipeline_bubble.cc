@@ -29,7 +29,7 @@
 #include "cohort/core/thread_pool.h"
 #include "cohort/nn/layers.h"
 #include "cohort/nn/loss.h"
-#include "cohort/parallel/pipeline_engine.h"
+#include "cohort/parallel/pipeline/pipeline_engine.h"
 #include "cohort/rendezvous/hash_store.h"
 #include "cohort/tensor/allocator.h"
 

@@ -6,8 +6,8 @@
 //       --set parallel.strategy=local_sgd_example --set local_sgd_example.period=8
 //
 // cohort has local SGD built in (`--set parallel.strategy=local_sgd`, with post-local SGD's
-// warm-up, checkpoints and metrics: cohort/parallel/local_sgd_strategy.h); this stripped-down
-// variant, one allreduce per parameter and no warm-up, only shows the seam.
+// warm-up, checkpoints and metrics: cohort/parallel/decentralized/local_sgd_strategy.h); this
+// stripped-down variant, one allreduce per parameter and no warm-up, only shows the seam.
 #include <chrono>
 
 #include "cohort/parallel/strategy_registry.h"
@@ -23,7 +23,9 @@ class LocalSgd : public parallel::Strategy,
                  public parallel::StrategyMetrics {
  public:
   explicit LocalSgd(const parallel::StrategyContext& ctx)
-      : Strategy(ctx), ReplicatedCheckpoint(ctx), period_(ctx.config.get_int("local_sgd_example.period")) {
+      : Strategy(ctx),
+        ReplicatedCheckpoint(ctx),
+        period_(ctx.config.get_int("local_sgd_example.period")) {
     for (const auto& [name, p] : model_.named_parameters()) params_.push_back(p);
     // Every worker starts from rank 0's model.
     for (Tensor& p : params_) group_->broadcast({.buffer = p.raw_data(), .count = count(p)});

@@ -14,7 +14,7 @@
 #include "cohort/nn/loss.h"
 #include "cohort/ops/ops.h"
 #include "cohort/optim/sgd.h"
-#include "cohort/parallel/tensor_parallel.h"
+#include "cohort/parallel/tensor/tensor_parallel.h"
 
 using namespace cohort;
 

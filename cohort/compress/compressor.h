@@ -1,8 +1,8 @@
 #pragma once
 // Gradient compressors: one codec turns a float vector into a message of fewer bytes and back.
 // Written once here for every user that moves gradients: DDP comm hooks
-// (parallel/compression_hook.h), compressed gossip (parallel/choco_gossip.h) and the
-// parameter-server push (ps/push_codec.h). No tensor, no network: spans of floats in, bytes
+// (parallel/ddp/compression_hook.h), compressed gossip (parallel/decentralized/choco_gossip.h) and
+// the parameter-server push (ps/push_codec.h). No tensor, no network: spans of floats in, bytes
 // out; the caller moves the bytes.
 //
 //   auto c = compress::make_compressor({.method = compress::Method::kTopK, .ratio = 0.01});

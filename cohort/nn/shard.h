@@ -1,6 +1,6 @@
 #pragma once
 // ShardSpec: how a parameter one rank holds maps into the unsharded tensor (tensor parallelism,
-// parallel/tensor_parallel.h). The full tensor's dimension `dim` is cut into `parts` equal
+// parallel/tensor/tensor_parallel.h). The full tensor's dimension `dim` is cut into `parts` equal
 // blocks (a fused qkv projection's q, k and v: 3; otherwise 1) and each block into `shards`
 // equal pieces; the rank holds piece `index` of every block, side by side along `dim`:
 //

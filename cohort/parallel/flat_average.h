@@ -2,7 +2,7 @@
 // Averaging a list of float32 tensors across a group with one allreduce (ReduceOp::avg): the
 // tensors are packed, in list order, into one contiguous buffer, reduced in place and unpacked.
 // One collective per call instead of one per tensor: local SGD averages every parameter this
-// way, and its warm-up averages every gradient (parallel/local_sgd_strategy.h).
+// way, and its warm-up averages every gradient (parallel/decentralized/local_sgd_strategy.h).
 //
 // Every rank calls with a list of the same total length; a rank whose total differs is an
 // InvalidArgument on every rank alike (decided from one small allreduce), naming `what` and the

@@ -8,7 +8,7 @@
 #include "cohort/nn/models/mlp.h"
 #include "cohort/optim/adamw.h"
 #include "cohort/optim/sgd.h"
-#include "cohort/parallel/model_parallel_strategy.h"
+#include "cohort/parallel/pipeline/model_parallel_strategy.h"
 #include "cohort/parallel/strategy_registry.h"
 
 namespace cohort::train {
@@ -95,8 +95,9 @@ std::shared_ptr<const parallel::DeviceMesh> make_mesh(const Config& cfg, TrainWo
     return nullptr;
   }
   const std::string runner = on_mesh.empty() ? parallel::mesh_strategy() : on_mesh;
-  COHORT_CHECK_ARG(!on_mesh.empty(), "config: parallel.pp = ", want.pp, " and parallel.tp = ",
-                   want.tp, " split the model over ranks, which the `", runner,
+  COHORT_CHECK_ARG(!on_mesh.empty(), "config: parallel.pp = ", want.pp,
+                   " and parallel.tp = ", want.tp, " split the model over ranks, which the `",
+                   runner,
                    "` strategy does (with data parallelism over parallel.dp); parallel.strategy "
                    "= \"",
                    strategy, "\" cannot be combined with it");

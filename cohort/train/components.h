@@ -36,7 +36,7 @@ std::shared_ptr<const parallel::DeviceMesh> make_mesh(const Config& cfg, TrainWo
 // The strategy parallel.strategy names, or the one its world hook hands over to when a mesh
 // splits the model.
 std::string strategy_name(const Config& cfg, const parallel::DeviceMesh* mesh);
-// This rank's part of the GPT under `mesh` (parallel/model_parallel_strategy.h).
+// This rank's part of the GPT under `mesh` (parallel/pipeline/model_parallel_strategy.h).
 std::shared_ptr<nn::Module> make_model(const Config& cfg, const parallel::DeviceMesh& mesh);
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& cfg, nn::Module& model);
 // The same optimizer over any named tensors (a parameter server's slice of the model).

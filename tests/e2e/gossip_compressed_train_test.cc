@@ -1,6 +1,6 @@
 // `cohort train --set parallel.strategy=gossip --set gossip.compression=M` end to end, with
-// real processes: compressed gossip (CHOCO-Gossip, parallel/choco_gossip.h) learns with fp16
-// and top-k 10%, its workers come to agree, it reports what it sends, a run killed and
+// real processes: compressed gossip (CHOCO-Gossip, parallel/decentralized/choco_gossip.h) learns
+// with fp16 and top-k 10%, its workers come to agree, it reports what it sends, a run killed and
 // resumed ends bit-identical on every rank, and a bad value is an error naming its key.
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "cohort/core/error.h"
-#include "cohort/parallel/buckets.h"
+#include "cohort/parallel/ddp/buckets.h"
 
 namespace cohort::parallel {
 namespace {

@@ -1,7 +1,7 @@
-// CHOCO-Gossip (parallel/choco_gossip.h) with workers simulated in one process, no training:
-// the copies every worker keeps of a neighbour agree bit for bit with that neighbour's own,
-// the average of the workers is kept, and the workers converge to it through a lossy codec.
-#include "cohort/parallel/choco_gossip.h"
+// CHOCO-Gossip (parallel/decentralized/choco_gossip.h) with workers simulated in one process, no
+// training: the copies every worker keeps of a neighbour agree bit for bit with that neighbour's
+// own, the average of the workers is kept, and the workers converge to it through a lossy codec.
+#include "cohort/parallel/decentralized/choco_gossip.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <random>
 
 #include "cohort/core/error.h"
-#include "cohort/parallel/gossip_topology.h"
+#include "cohort/parallel/decentralized/gossip_topology.h"
 
 namespace cohort::parallel {
 namespace {

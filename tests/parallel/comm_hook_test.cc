@@ -1,4 +1,4 @@
-// DDP communication hooks (parallel/comm_hook.h): what a hook is handed, chained collectives,
+// DDP communication hooks (parallel/ddp/comm_hook.h): what a hook is handed, chained collectives,
 // registration errors, hook state through the ddp strategy, and a half-precision hook that
 // trains Fashion-MNIST as well as the default.
 #include <gtest/gtest.h>
@@ -15,8 +15,8 @@
 #include "cohort/nn/models/mlp.h"
 #include "cohort/ops/ops.h"
 #include "cohort/optim/sgd.h"
-#include "cohort/parallel/ddp.h"
-#include "cohort/parallel/ddp_strategy.h"
+#include "cohort/parallel/ddp/ddp.h"
+#include "cohort/parallel/ddp/ddp_strategy.h"
 #include "tests/parallel/ddp_test_util.h"
 #include "tests/parallel/hook_train_util.h"
 

@@ -1,4 +1,4 @@
-// Gradient compression hooks (parallel/compression_hook.h) on ranks as threads: fp16/bf16
+// Gradient compression hooks (parallel/ddp/compression_hook.h) on ranks as threads: fp16/bf16
 // average within their precision, top-k's sparse and dense exchanges agree bit for bit,
 // error-feedback residuals survive DDP's bucket rebuild, and the ddp strategy's keys.
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 #include "cohort/nn/loss.h"
 #include "cohort/nn/models/mlp.h"
 #include "cohort/optim/sgd.h"
-#include "cohort/parallel/compression_hook.h"
-#include "cohort/parallel/ddp.h"
-#include "cohort/parallel/ddp_strategy.h"
+#include "cohort/parallel/ddp/compression_hook.h"
+#include "cohort/parallel/ddp/ddp.h"
+#include "cohort/parallel/ddp/ddp_strategy.h"
 #include "cohort/parallel/strategy_registry.h"
 #include "tests/parallel/ddp_test_util.h"
 #include "tests/parallel/hook_train_util.h"

@@ -5,7 +5,7 @@
 #include "cohort/nn/loss.h"
 #include "cohort/nn/models/mlp.h"
 #include "cohort/optim/sgd.h"
-#include "cohort/parallel/ddp.h"
+#include "cohort/parallel/ddp/ddp.h"
 #include "tests/parallel/ddp_test_util.h"
 
 namespace cohort::parallel {

@@ -4,7 +4,7 @@
 #include "cohort/autograd/node.h"
 #include "cohort/nn/loss.h"
 #include "cohort/nn/models/mlp.h"
-#include "cohort/parallel/ddp.h"
+#include "cohort/parallel/ddp/ddp.h"
 #include "tests/parallel/ddp_test_util.h"
 
 namespace cohort::parallel {

@@ -1,6 +1,6 @@
-// Gossip (parallel/gossip_strategy.h) with a worker killed mid-run, ranks as real processes
-// (SIGKILL: no destructor, no orderly close): its neighbours' exchange fails with an error
-// naming its rank, and every survivor stops with an error within the deadline instead of
+// Gossip (parallel/decentralized/gossip_strategy.h) with a worker killed mid-run, ranks as real
+// processes (SIGKILL: no destructor, no orderly close): its neighbours' exchange fails with an
+// error naming its rank, and every survivor stops with an error within the deadline instead of
 // hanging. Children report through their exit status (gtest runs in the parent).
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,6 +1,6 @@
-// The gossip graphs (parallel/gossip_topology.h): the neighbours each topology gives, and the
-// property D-PSGD needs: symmetric and regular, so uniform weights are doubly stochastic.
-#include "cohort/parallel/gossip_topology.h"
+// The gossip graphs (parallel/decentralized/gossip_topology.h): the neighbours each topology gives,
+// and the property D-PSGD needs: symmetric and regular, so uniform weights are doubly stochastic.
+#include "cohort/parallel/decentralized/gossip_topology.h"
 
 #include <gtest/gtest.h>
 

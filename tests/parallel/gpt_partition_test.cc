@@ -2,7 +2,7 @@
 // chunks' module keeping the whole model's names.
 #include <gtest/gtest.h>
 
-#include "cohort/parallel/gpt_partition.h"
+#include "cohort/parallel/pipeline/gpt_partition.h"
 
 namespace cohort::parallel {
 namespace {

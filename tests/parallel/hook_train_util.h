@@ -8,8 +8,8 @@
 #include "cohort/nn/loss.h"
 #include "cohort/nn/models/mlp.h"
 #include "cohort/optim/sgd.h"
-#include "cohort/parallel/comm_hook.h"
-#include "cohort/parallel/ddp.h"
+#include "cohort/parallel/ddp/comm_hook.h"
+#include "cohort/parallel/ddp/ddp.h"
 #include "tests/parallel/ddp_test_util.h"
 
 namespace cohort::parallel::testing {

@@ -1,7 +1,7 @@
-// The local_sgd strategy (parallel/local_sgd_strategy.h) with ranks as threads: replicas that
-// part between averages and agree after each, optimizer state kept per rank or averaged, float
-// buffers averaged and integer ones not, checkpoints as synchronization points, errors naming
-// the key; and its FlatAverager over both transports.
+// The local_sgd strategy (parallel/decentralized/local_sgd_strategy.h) with ranks as threads:
+// replicas that part between averages and agree after each, optimizer state kept per rank or
+// averaged, float buffers averaged and integer ones not, checkpoints as synchronization points,
+// errors naming the key; and its FlatAverager over both transports.
 #include <gtest/gtest.h>
 
 #include "cohort/core/config.h"
@@ -9,7 +9,7 @@
 #include "cohort/nn/loss.h"
 #include "cohort/nn/models/mlp.h"
 #include "cohort/optim/sgd.h"
-#include "cohort/parallel/local_sgd_strategy.h"
+#include "cohort/parallel/decentralized/local_sgd_strategy.h"
 #include "tests/parallel/ddp_test_util.h"
 
 namespace cohort::parallel {

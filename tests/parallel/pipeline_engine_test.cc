@@ -2,7 +2,7 @@
 // process's over the same micro-batches (GPipe, 1F1B, interleaved 1F1B with virtual stages,
 // recompute, dropout), activation memory,
 // and a stalled neighbour.
-#include "cohort/parallel/pipeline_engine.h"
+#include "cohort/parallel/pipeline/pipeline_engine.h"
 
 #include <gtest/gtest.h>
 

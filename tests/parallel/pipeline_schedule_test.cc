@@ -1,6 +1,6 @@
 // Pipeline schedules: per-stage order, and a simulation of every stage's communication plan
 // together that proves the stages agree on every message and never deadlock.
-#include "cohort/parallel/pipeline_schedule.h"
+#include "cohort/parallel/pipeline/pipeline_schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// PowerSGD (parallel/powersgd_hook.h, low_rank.h) on ranks as threads: the matrix plan and
+// PowerSGD (parallel/ddp/powersgd_hook.h, low_rank.h) on ranks as threads: the matrix plan and
 // Gram-Schmidt, exact reconstruction of a rank-r average, 1-D tensors and warm-up steps
 // averaged exactly, error feedback and warm start kept, ranks in sync, training, the keys.
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 
 #include "cohort/core/config.h"
 #include "cohort/nn/loss.h"
-#include "cohort/parallel/ddp_strategy.h"
-#include "cohort/parallel/low_rank.h"
-#include "cohort/parallel/powersgd_hook.h"
+#include "cohort/parallel/ddp/ddp_strategy.h"
+#include "cohort/parallel/ddp/low_rank.h"
+#include "cohort/parallel/ddp/powersgd_hook.h"
 #include "cohort/parallel/strategy_registry.h"
 #include "tests/parallel/ddp_test_util.h"
 #include "tests/parallel/hook_train_util.h"

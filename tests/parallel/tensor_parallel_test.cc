@@ -6,7 +6,7 @@
 #include "cohort/nn/layers.h"
 #include "cohort/nn/loss.h"
 #include "cohort/ops/ops.h"
-#include "cohort/parallel/tensor_parallel.h"
+#include "cohort/parallel/tensor/tensor_parallel.h"
 #include "tests/parallel/ddp_test_util.h"
 #include "tests/parallel/tp_test_util.h"
 

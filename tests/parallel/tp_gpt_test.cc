@@ -5,7 +5,7 @@
 
 #include "cohort/nn/models/gpt.h"
 #include "cohort/optim/sgd.h"
-#include "cohort/parallel/tensor_parallel.h"
+#include "cohort/parallel/tensor/tensor_parallel.h"
 #include "tests/parallel/ddp_test_util.h"
 #include "tests/parallel/tp_test_util.h"
 

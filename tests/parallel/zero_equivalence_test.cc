@@ -14,8 +14,8 @@
 #include "cohort/optim/adamw.h"
 #include "cohort/optim/clip.h"
 #include "cohort/optim/sgd.h"
-#include "cohort/parallel/ddp.h"
-#include "cohort/parallel/zero_strategy.h"
+#include "cohort/parallel/ddp/ddp.h"
+#include "cohort/parallel/zero/zero_strategy.h"
 #include "tests/parallel/ddp_test_util.h"
 
 namespace cohort::parallel {

@@ -9,7 +9,7 @@
 #include "cohort/nn/models/mlp.h"
 #include "cohort/optim/adamw.h"
 #include "cohort/optim/sgd.h"
-#include "cohort/parallel/zero_strategy.h"
+#include "cohort/parallel/zero/zero_strategy.h"
 #include "tests/parallel/ddp_test_util.h"
 
 namespace cohort::parallel {

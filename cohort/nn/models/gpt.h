@@ -31,7 +31,7 @@
 namespace cohort::nn {
 
 // The layers a GPT is built from: ordinary ones by default. Tensor parallelism
-// (parallel/tensor_parallel.h) supplies sharded ones over a group, so the same GPT code runs
+// (parallel/tensor/tensor_parallel.h) supplies sharded ones over a group, so the same GPT code runs
 // whole or split across ranks (Megatron-LM's column- and row-parallel layers). Every module
 // made here names its parameters "weight" and "bias", as Linear and Embedding do.
 class GptLayers {
@@ -54,7 +54,7 @@ class GptLayers {
   virtual Tensor full_logits(const Tensor& logits) { return logits; }
 };
 
-// Which layers a GPT object holds (a pipeline stage, parallel/pipeline_engine.h): blocks
+// Which layers a GPT object holds (a pipeline stage, parallel/pipeline/pipeline_engine.h): blocks
 // [begin, end) (end -1: n_layer), the embeddings when begin is 0, the final norm and the head
 // when end is n_layer. Names stay those of the whole model ("blocks.2.attn.qkv.weight"), so a
 // stage's parameters, initial values and checkpoint entries are the whole model's.

@@ -60,7 +60,7 @@ struct CheckpointData {
 
 struct ManagerOptions {
   std::string dir;    // checkpoints live in <dir>/step-<%010d>/
-  int keep = 3;  // newest K up to the saved step kept; older ones deleted after a save; 0: all
+  int keep = 3;       // newest K up to the saved step kept; older ones deleted after a save; 0: all
   bool async = true;  // save() copies the tensors and returns; a thread writes
 };
 

@@ -15,8 +15,8 @@
 #include <optional>
 #include <vector>
 
-#include "cohort/net/service/client.h"
 #include "cohort/federated/messages.h"
+#include "cohort/net/service/client.h"
 
 namespace cohort::federated {
 

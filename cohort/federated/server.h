@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "cohort/net/service/server.h"
 #include "cohort/federated/messages.h"
+#include "cohort/net/service/server.h"
 
 namespace cohort::federated {
 namespace secagg {
@@ -38,8 +38,8 @@ using Clock = std::chrono::steady_clock;
 
 struct FlServerOptions {
   net::service::ServerOptions service;  // name, host, port, secret, tls
-  ps::Layout layout;                     // the model's; a client with another is refused
-  int expected_clients = 0;              // fl.clients, told to clients in the welcome
+  ps::Layout layout;                    // the model's; a client with another is refused
+  int expected_clients = 0;             // fl.clients, told to clients in the welcome
 };
 
 struct RoundPlan {

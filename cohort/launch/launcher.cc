@@ -78,9 +78,9 @@ JobPlan make_plan(const LaunchOptions& o) {
   JobPlan plan;
   plan.base_env = rendezvous::snapshot_environment();
   // Multi-node: every node needs the same secret, so it cannot be generated here.
-  plan.secret = !o.secret.empty() ? o.secret
-                                  : rendezvous::secret_from_env(
-                                        plan.base_env, net::SecretPolicy::kAllowInsecure);
+  plan.secret = !o.secret.empty()
+                    ? o.secret
+                    : rendezvous::secret_from_env(plan.base_env, net::SecretPolicy::kAllowInsecure);
   if (plan.secret.empty()) {
     COHORT_CHECK_ARG(o.nnodes == 1, "cohort run: --nnodes ", o.nnodes,
                      " needs a job secret shared by all nodes: set COHORT_JOB_SECRET (hex, e.g. "

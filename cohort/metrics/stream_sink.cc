@@ -9,11 +9,11 @@ StreamSink::StreamSink(StreamSinkOptions options) : options_(std::move(options))
   try {
     client_ = std::make_unique<net::service::Client>(
         net::service::ClientOptions{.host = options_.host,
-                                     .port = options_.port,
-                                     .secret = options_.secret,
-                                     .name = "dashboard metrics stream",
-                                     .connect_timeout = options_.connect_timeout,
-                                     .timeout = options_.send_timeout});
+                                    .port = options_.port,
+                                    .secret = options_.secret,
+                                    .name = "dashboard metrics stream",
+                                    .connect_timeout = options_.connect_timeout,
+                                    .timeout = options_.send_timeout});
   } catch (const Error& e) {
     give_up(e.what());
   }
@@ -51,11 +51,11 @@ std::unique_ptr<Sink> stream_sink_from_env(const rendezvous::EnvMap& env, int ra
                    "COHORT_METRICS_STREAM='", v,
                    "': expected HOST:PORT (set by the launcher's "
                    "--dashboard)");
-  return std::make_unique<StreamSink>(StreamSinkOptions{
-      .host = v.substr(0, colon),
-      .port = uint16_t(port),
-      .secret = rendezvous::secret_from_env(env, net::SecretPolicy::kRequired),
-      .rank = rank});
+  return std::make_unique<StreamSink>(
+      StreamSinkOptions{.host = v.substr(0, colon),
+                        .port = uint16_t(port),
+                        .secret = rendezvous::secret_from_env(env, net::SecretPolicy::kRequired),
+                        .rank = rank});
 }
 
 }  // namespace cohort::metrics

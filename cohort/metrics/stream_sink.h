@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "cohort/net/service/client.h"
 #include "cohort/metrics/sink.h"
+#include "cohort/net/service/client.h"
 #include "cohort/rendezvous/bootstrap.h"
 
 namespace cohort::metrics {

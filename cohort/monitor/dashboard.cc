@@ -8,11 +8,11 @@
 #include <sstream>
 #include <thread>
 
-#include "cohort/net/service/server.h"
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 #include "cohort/monitor/dashboard_page.h"
 #include "cohort/monitor/prometheus.h"
+#include "cohort/net/service/server.h"
 
 namespace cohort::monitor {
 namespace {

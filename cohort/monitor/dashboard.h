@@ -23,7 +23,7 @@ namespace cohort::monitor {
 struct DashboardOptions {
   std::string bind = "127.0.0.1";  // HTTP and stream servers; non-loopback needs the token
   uint16_t port = 0;               // HTTP port; 0: the OS picks one (printed)
-  net::Secret secret;       // the job secret: required
+  net::Secret secret;              // the job secret: required
   int workers = 0;
   std::string chart_js = "/usr/share/javascript/chart.js/chart.min.js";  // libjs-chart.js
   bool require_token = false;  // also on loopback (always off it)

@@ -71,13 +71,13 @@ class GradBucketing : public std::enable_shared_from_this<GradBucketing> {
   enum class Order { fixed, as_ready };
   enum class Start { first_hook, armed };
   struct Policy {
-    std::function<void(size_t p)> take;           // optional: p's gradient is final: into its bucket
-    std::function<comm::Work(size_t b)> launch;   // bucket b is complete: start its communication
-    std::function<void()> begin;                  // optional: a pass starts
-    std::function<void()> after_hook;             // optional: after each counted hook
-    std::function<void()> end_of_backward;        // Start::first_hook: the queued end of the pass
-    std::function<void()> abandoned;              // optional: end_of_backward was dropped
-    std::function<void(size_t p)> ready_twice;    // optional: a second hook for p in one pass
+    std::function<void(size_t p)> take;          // optional: p's gradient is final: into its bucket
+    std::function<comm::Work(size_t b)> launch;  // bucket b is complete: start its communication
+    std::function<void()> begin;                 // optional: a pass starts
+    std::function<void()> after_hook;            // optional: after each counted hook
+    std::function<void()> end_of_backward;       // Start::first_hook: the queued end of the pass
+    std::function<void()> abandoned;             // optional: end_of_backward was dropped
+    std::function<void(size_t p)> ready_twice;   // optional: a second hook for p in one pass
   };
 
   GradBucketing(Order order, Start start, Policy policy);
@@ -138,13 +138,13 @@ class GradBucketing : public std::enable_shared_from_this<GradBucketing> {
   ReadyCounter counter_;
   bool enabled_ = true, armed_ = false, detached_ = false;
   bool in_pass_ = false;
-  bool needs_drain_ = false;  // a pass was abandoned with buckets possibly in flight
-  std::vector<comm::Work> works_;        // by bucket
-  std::vector<bool> launched_;           // by bucket, this pass
-  std::vector<size_t> launch_order_;     // this pass
-  size_t next_fixed_ = 0;                // Order::fixed: the next bucket to launch
-  size_t next_done_ = 0;                 // into launch_order_: the oldest not observed done
-  std::vector<size_t> completed_;        // scratch for ReadyCounter::ready
+  bool needs_drain_ = false;          // a pass was abandoned with buckets possibly in flight
+  std::vector<comm::Work> works_;     // by bucket
+  std::vector<bool> launched_;        // by bucket, this pass
+  std::vector<size_t> launch_order_;  // this pass
+  size_t next_fixed_ = 0;             // Order::fixed: the next bucket to launch
+  size_t next_done_ = 0;              // into launch_order_: the oldest not observed done
+  std::vector<size_t> completed_;     // scratch for ReadyCounter::ready
 };
 
 }  // namespace cohort::parallel

@@ -14,21 +14,20 @@ void add_push_compression_keys(ConfigRegistry& r) {
   // Own keys rather than ddp.*: a PS job's push is another stream than DDP's buckets (a key
   // range per server), and the defaults differ (10% suits a range better than 1% of a bucket).
   compress::add_codec_keys(
-      r,
-      {.prefix = "ps",
-       .topk_ratio = 0.1,
-       .qsgd_levels = 8,
-       .compression_doc =
-           "Compress each push (docs/ps.md, \"Compressed pushes\"): none, fp16, bf16, topk, "
-           "randomk (k = ps.topk_ratio of each server's range), signsgd, qsgd (ps.qsgd_levels). "
-           "The servers decode every worker's message separately.",
-       .topk_ratio_doc = "ps.compression = topk, randomk: the share of each server's key range "
-                         "pushed per step, in (0, 1].",
-       .qsgd_levels_doc =
-           "ps.compression = qsgd: the quantization levels s (each value travels as a byte).",
-       .error_feedback_doc = "ps.compression = topk, randomk, signsgd: each worker keeps, per "
-                             "server, what it did not push and adds it to the next push (not "
-                             "checkpointed: a restarted worker starts from zero residuals)."});
+      r, {.prefix = "ps",
+          .topk_ratio = 0.1,
+          .qsgd_levels = 8,
+          .compression_doc =
+              "Compress each push (docs/ps.md, \"Compressed pushes\"): none, fp16, bf16, topk, "
+              "randomk (k = ps.topk_ratio of each server's range), signsgd, qsgd (ps.qsgd_levels). "
+              "The servers decode every worker's message separately.",
+          .topk_ratio_doc = "ps.compression = topk, randomk: the share of each server's key range "
+                            "pushed per step, in (0, 1].",
+          .qsgd_levels_doc =
+              "ps.compression = qsgd: the quantization levels s (each value travels as a byte).",
+          .error_feedback_doc = "ps.compression = topk, randomk, signsgd: each worker keeps, per "
+                                "server, what it did not push and adds it to the next push (not "
+                                "checkpointed: a restarted worker starts from zero residuals)."});
 }
 
 PushCompression push_compression_from_config(const Config& cfg) {

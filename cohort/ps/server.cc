@@ -49,9 +49,9 @@ ParamServer::ParamServer(ServerOptions options)
   h.on_leave = [this](const net::service::Peer& p, const std::string& why) { on_leave(p, why); };
   server_ = std::make_unique<net::service::Server>(
       net::service::ServerOptions{.host = o_.host,
-                                   .secret = o_.secret,
-                                   .secret_policy = o_.secret_policy,
-                                   .name = str("parameter server ", o_.index)},
+                                  .secret = o_.secret,
+                                  .secret_policy = o_.secret_policy,
+                                  .name = str("parameter server ", o_.index)},
       std::move(h));
   log::info("ps", who(), " serves keys [", range_.begin, ", ", range_.end, ") of ", layout_.total,
             " at ", server_->address(), " (", mode_name(o_.consistency.mode),

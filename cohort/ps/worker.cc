@@ -181,12 +181,12 @@ int64_t PsWorker::connect(int i, int64_t after, const std::string& why,
       split_address(o_.store->get_string(server_key(i, generation), std::max(left, Millis(1))), i);
   auto client = std::make_unique<net::service::Client>(
       net::service::ClientOptions{.host = host,
-                                   .port = port,
-                                   .secret = o_.secret,
-                                   .secret_policy = o_.secret_policy,
-                                   .name = server_name(i),
-                                   .connect_timeout = o_.timeout,
-                                   .timeout = o_.timeout});
+                                  .port = port,
+                                  .secret = o_.secret,
+                                  .secret_policy = o_.secret_policy,
+                                  .name = server_name(i),
+                                  .connect_timeout = o_.timeout,
+                                  .timeout = o_.timeout});
   {
     std::lock_guard<std::mutex> lock(clients_mu_);  // abandon() closes what it finds here
     l.client = std::move(client);

@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cohort/rendezvous/kv_table.h"
 #include "cohort/net/server_loop.h"
+#include "cohort/rendezvous/kv_table.h"
 #include "cohort/rendezvous/tcp_store_server.h"
 #include "cohort/rendezvous/wire.h"
 

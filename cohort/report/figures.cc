@@ -285,13 +285,14 @@ void compare(json& row, const json& b, std::vector<std::string>* warnings) {
   if (row["threads"] == b["threads"]) return;
   row["note"] = detail::str("threads per worker differ (", row["threads"].get<int64_t>(), " vs ",
                             b["threads"].get<int64_t>(), "): compare per core");
-  warnings->push_back(detail::str(
-      "scaling: run '", row["run"].get<std::string>(), "' (", resources(row),
-      ") is compared with the 1-worker run '", b["run"].get<std::string>(), "' (", resources(b),
-      "): threads per worker differ, so its scaling efficiency of ",
-      std::lround(100 * row["efficiency"].get<double>()), "% is not like with like; per core it is ",
-      std::lround(100 * row["efficiency_per_core"].get<double>()),
-      "%. For a fair comparison run both with the same --set run.threads=T"));
+  warnings->push_back(
+      detail::str("scaling: run '", row["run"].get<std::string>(), "' (", resources(row),
+                  ") is compared with the 1-worker run '", b["run"].get<std::string>(), "' (",
+                  resources(b), "): threads per worker differ, so its scaling efficiency of ",
+                  std::lround(100 * row["efficiency"].get<double>()),
+                  "% is not like with like; per core it is ",
+                  std::lround(100 * row["efficiency_per_core"].get<double>()),
+                  "%. For a fair comparison run both with the same --set run.threads=T"));
 }
 
 }  // namespace

@@ -332,7 +332,7 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                            {"config", s.cfg.to_toml()}};
   capture_strategy(s.strategy->name(), strategy, d);
   const bool cut = std::any_of(strategy.pieces.begin(), strategy.pieces.end(),
-                              [](const auto& rank_pieces) { return !rank_pieces.empty(); });
+                               [](const auto& rank_pieces) { return !rank_pieces.empty(); });
   if (cut) ckpt::add_shards(d, s.world->size, strategy.pieces);
   return d;
 }
@@ -344,15 +344,15 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
     // Whole tensors or pieces, from any world size (ckpt/sharded.h).
     const ckpt::ShardedView view(d);
     parallel::StrategyCheckpoint& facet = s.strategy->checkpoint();
-    facet.load({.view = view,
-                .whole_model = [&] { return checkpoint_model_state(d, view); },
-                .whole_optimizer =
-                    [&] {
-                      NamedTensors theirs;  // the strategy's, read below
-                      return optimizer_tensors_of(view, true, &theirs);
-                    },
-                .optimizer_scalars =
-                    j.at("optimizer_scalars").get<std::map<std::string, double>>()});
+    facet.load(
+        {.view = view,
+         .whole_model = [&] { return checkpoint_model_state(d, view); },
+         .whole_optimizer =
+             [&] {
+               NamedTensors theirs;  // the strategy's, read below
+               return optimizer_tensors_of(view, true, &theirs);
+             },
+         .optimizer_scalars = j.at("optimizer_scalars").get<std::map<std::string, double>>()});
     NamedTensors strategy_tensors;
     optimizer_tensors_of(view, false, &strategy_tensors);
     const std::optional<parallel::StrategyState> strategy =

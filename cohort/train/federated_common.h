@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "cohort/net/service/client.h"
-#include "cohort/net/service/server.h"
 #include "cohort/core/config.h"
 #include "cohort/data/dataset.h"
+#include "cohort/net/service/client.h"
+#include "cohort/net/service/server.h"
 #include "cohort/nn/module.h"
 #include "cohort/ps/partition.h"
 

@@ -83,8 +83,8 @@ Baseline find_baseline(const Trainer::State& s, bool same_threads_only) {
 std::string unlike_threads_note(const Baseline& b, const TrainSummary& sum, nlohmann::json& j) {
   const int64_t threads = num_threads();
   if (b.threads <= 0 || b.threads == threads) return "";
-  double per_core = (sum.samples_per_s / double(sum.workers * threads)) /
-                    (b.samples_per_s / double(b.threads));
+  double per_core =
+      (sum.samples_per_s / double(sum.workers * threads)) / (b.samples_per_s / double(b.threads));
   j["scaling_baseline_threads"] = b.threads;
   j["scaling_efficiency_per_core"] = per_core;
   return detail::str(" (per core ", std::lround(100 * per_core), "%: the 1-worker run had ",

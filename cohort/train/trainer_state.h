@@ -27,7 +27,7 @@ using Clock = std::chrono::steady_clock;
 // and the model and optimizer as pieces.
 struct StrategySnapshot {
   parallel::StrategyState state;
-  std::vector<NamedTensors> per_rank;  // by rank, on rank 0; empty unless state.per_rank
+  std::vector<NamedTensors> per_rank;    // by rank, on rank 0; empty unless state.per_rank
   std::vector<ckpt::TensorPiece> whole;  // rank 0's whole tensors (shard -1)
   // Every rank's other pieces, by rank; all empty when every tensor is whole.
   std::vector<std::vector<ckpt::TensorPiece>> pieces;

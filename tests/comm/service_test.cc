@@ -11,12 +11,12 @@
 #include <set>
 #include <thread>
 
-#include "cohort/net/service/client.h"
-#include "cohort/net/service/server.h"
 #include "cohort/core/bytes.h"
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 #include "cohort/net/auth.h"
+#include "cohort/net/service/client.h"
+#include "cohort/net/service/server.h"
 
 namespace cohort::net::service {
 namespace {
@@ -105,15 +105,13 @@ class ServiceTest : public ::testing::Test {
   uint64_t peer_id(Client& c) { return std::stoull(text(c.request(bytes("whoami")))); }
   // An authenticated connection of our own, to send bytes by hand.
   Fd raw_authenticated() {
-    Fd fd = net::connect_tcp("127.0.0.1", server_->port(), net::deadline_after(5s),
-                                    "test server");
+    Fd fd = net::connect_tcp("127.0.0.1", server_->port(), net::deadline_after(5s), "test server");
     net::auth::answer_challenge(fd.get(), secret_, kContext, net::deadline_after(5s),
-                                       "test server");
+                                "test server");
     return fd;
   }
   void write_raw(const Fd& fd, const Bytes& b) {
-    net::write_all(fd.get(), b.data(), b.size(), net::deadline_after(5s), "server",
-                          "test bytes");
+    net::write_all(fd.get(), b.data(), b.size(), net::deadline_after(5s), "server", "test bytes");
   }
   std::string leave_reason(const std::string& local_address) {
     std::string why = "<no leave>";
@@ -141,8 +139,7 @@ class ServiceTest : public ::testing::Test {
 bool closed_by_server(const Fd& fd, Millis within) {
   uint8_t buf[4096];
   try {
-    for (;;)
-      net::read_exact(fd.get(), buf, 1, net::deadline_after(within), "server", "x");
+    for (;;) net::read_exact(fd.get(), buf, 1, net::deadline_after(within), "server", "x");
   } catch (const Timeout&) {
     return false;
   } catch (const IoError&) {
@@ -230,8 +227,7 @@ TEST_F(ServiceTest, GarbageAndHugeLengthFieldsCloseOnlyThatPeer) {
   auto good = client();
   log::ScopedCapture logs;
   // Garbage instead of the handshake.
-  Fd pre = net::connect_tcp("127.0.0.1", server_->port(), net::deadline_after(5s),
-                                   "test server");
+  Fd pre = net::connect_tcp("127.0.0.1", server_->port(), net::deadline_after(5s), "test server");
   write_raw(pre, bytes("GET / HTTP/1.1\r\n\r\n"));
   EXPECT_TRUE(closed_by_server(pre, 10s));
   // Garbage after authenticating.

@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <thread>
 
-#include "cohort/net/service/client.h"
-#include "cohort/net/service/server.h"
 #include "cohort/core/error.h"
 #include "cohort/core/logging.h"
 #include "cohort/net/pki.h"
+#include "cohort/net/service/client.h"
+#include "cohort/net/service/server.h"
 
 namespace cohort::net::service {
 namespace {
@@ -30,8 +30,7 @@ struct Pkis {
     fs::remove_all(root);
     net::write_job_pki((root / "a").string(), {.clients = 2});
     net::write_job_pki((root / "b").string(), {.clients = 1});
-    net::write_job_pki((root / "c").string(),
-                              {.server_names = {"cohort.invalid"}, .clients = 1});
+    net::write_job_pki((root / "c").string(), {.server_names = {"cohort.invalid"}, .clients = 1});
   }
   ~Pkis() { fs::remove_all(root); }
   TlsOptions tls(const std::string& job, const std::string& who) const {

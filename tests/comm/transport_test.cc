@@ -7,8 +7,8 @@
 
 #include "cohort/comm/transport/context.h"
 #include "cohort/net/auth.h"
-#include "cohort/rendezvous/hash_store.h"
 #include "cohort/net/socket.h"
+#include "cohort/rendezvous/hash_store.h"
 #include "tests/comm/comm_test_util.h"
 
 namespace cohort::comm::transport {
@@ -203,8 +203,8 @@ TEST(TcpTransport, GarbageFrameFromPeerIsIoErrorNamingIt) {
     addr = addr.substr(0, addr.find('\n'));
     auto deadline = in_ms(5000);
     size_t colon = addr.rfind(':');
-    net::Fd fd = net::connect_tcp(
-        addr.substr(0, colon), uint16_t(std::stoi(addr.substr(colon + 1))), deadline, "rank 0");
+    net::Fd fd = net::connect_tcp(addr.substr(0, colon),
+                                  uint16_t(std::stoi(addr.substr(colon + 1))), deadline, "rank 0");
     net::auth::answer_challenge(fd.get(), o.secret, "cohort-tcp-v1", deadline, "rank 0");
     const uint32_t hello[4] = {0x31485463u, 1, 2, 0};
     net::write_all(fd.get(), hello, sizeof(hello), deadline, "rank 0", "hello");

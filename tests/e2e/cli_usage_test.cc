@@ -47,9 +47,9 @@ TEST(CliUsage, AValueOutOfRangeIsAUsageErrorNamingTheFlag) {
   CliResult r = run_cli("train /dev/null --workers 0");
   EXPECT_EQ(r.status, 2) << r.output;  // CLI11's own code for it is 105
   expect_contains(r, "cohort: error: --workers: Value 0 not in range 1 to 1024");
-  EXPECT_EQ(run_cli("train").status, 2);                    // the config is missing
-  EXPECT_EQ(run_cli("train /dev/null --set").status, 2);    // --set without its value
-  EXPECT_EQ(run_cli("train --help").status, 0);             // help is not an error
+  EXPECT_EQ(run_cli("train").status, 2);                  // the config is missing
+  EXPECT_EQ(run_cli("train /dev/null --set").status, 2);  // --set without its value
+  EXPECT_EQ(run_cli("train --help").status, 0);           // help is not an error
   EXPECT_EQ(run_cli("--version").status, 0);
 }
 
@@ -74,8 +74,9 @@ TEST(CliUsage, AMistypedFlagGetsADidYouMean) {
   expect_contains(r, "Run `cohort train --help` for the options.");
   r = run_cli("run --max-restart=1 -- true");
   EXPECT_EQ(r.status, 2) << r.output;
-  expect_contains(r, "unknown option '--max-restart' for `cohort run` (did you mean "
-                     "'--max-restarts'?)");
+  expect_contains(r,
+                  "unknown option '--max-restart' for `cohort run` (did you mean "
+                  "'--max-restarts'?)");
 }
 
 // Before the check, each worker found the strategy unknown after start-up and printed every
@@ -91,7 +92,7 @@ TEST(CliUsage, AnUnknownStrategyIsRefusedOnceBeforeAnyWorkerStarts) {
       "cohort: error: config: parallel.strategy = \"dpp\" is not a strategy (did you mean "
       "\"ddp\"?); choose one of: ddp, gossip, local_sgd, model_parallel, none, ps, zero\n";
   EXPECT_EQ(count(r.output, error), 1u) << r.output;
-  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << r.output;     // no worker printed
+  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << r.output;           // no worker printed
   EXPECT_EQ(r.output.find("workers, store"), std::string::npos) << r.output;  // none launched
   EXPECT_LT(seconds, 10.0);
   // One process: the same line, not the registry's list of descriptions.
@@ -111,8 +112,9 @@ TEST(CliUsage, AMeshThatDoesNotFitTheWorkersIsRefusedBeforeLaunch) {
 TEST(CliUsage, TrainTakesTorchrunsFlagNames) {
   const fs::path dir = fresh_dir("torchrun_flags");
   const int port = cohort::testing::free_loopback_port();
-  CliResult r = run_cli("train /dev/null --nproc_per_node 2 --master_addr 127.0.0.1 --master-port " +
-                        std::to_string(port) + tiny_run(dir));
+  CliResult r =
+      run_cli("train /dev/null --nproc_per_node 2 --master_addr 127.0.0.1 --master-port " +
+              std::to_string(port) + tiny_run(dir));
   EXPECT_EQ(r.status, 0) << r.output;
   expect_contains(r, "cohort run: 2 workers, store 127.0.0.1:" + std::to_string(port));
   expect_contains(r, "2 workers (native)");  // rank 0's banner: both joined
@@ -130,10 +132,10 @@ TEST(CliUsage, DefaultThreadsFollowMpiAndSlurmLocalSizes) {
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   const int expected = std::max(1, cores / 2);
   for (const char* env : {"OMPI_COMM_WORLD_LOCAL_SIZE=2", "MPI_LOCALNRANKS=2",
-                                "SLURM_STEP_TASKS_PER_NODE='2(x3)' SLURM_NODEID=1"}) {
+                          "SLURM_STEP_TASKS_PER_NODE='2(x3)' SLURM_NODEID=1"}) {
     const fs::path dir = fresh_dir("threads");
-    CliResult r = run_shell(std::string("env -u COHORT_NUM_THREADS ") + env + " " COHORT_BIN
-                            " train /dev/null" + tiny_run(dir));
+    CliResult r = run_shell(std::string("env -u COHORT_NUM_THREADS ") + env +
+                            " " COHORT_BIN " train /dev/null" + tiny_run(dir));
     ASSERT_EQ(r.status, 0) << env << "\n" << r.output;
     std::ifstream in(dir / "tiny" / "metrics.jsonl");
     int threads = -1;

@@ -184,8 +184,8 @@ TEST(FlE2e, AClientWithAnotherJobsCertificateIsRefusedAndLogged) {
   EXPECT_TRUE(wait_for_text(server, "TLS", 10s)) << server.output();
   // A connect-and-close with no byte (it once wedged the TLS server for good), then garbage on
   // the port, do not stop the server: a good client still finishes the job.
-  const std::string tcp = "/dev/tcp/" + addr.substr(0, addr.find(':')) + "/" +
-                          addr.substr(addr.find(':') + 1);
+  const std::string tcp =
+      "/dev/tcp/" + addr.substr(0, addr.find(':')) + "/" + addr.substr(addr.find(':') + 1);
   run_shell("bash -c 'exec 3<>" + tcp + "; exec 3>&-'");
   run_shell("bash -c 'head -c 200000 /dev/urandom > " + tcp + "'");
   CliResult good = run_cli("fl client" + common + " --set fl.keys=" + (dir / "a").string() +
@@ -206,8 +206,8 @@ TEST(FlE2e, AClientWhoseIdIsNotItsCertificatesIsRefusedNamingBoth) {
   const std::string common = " " + std::string(COHORT_SOURCE_DIR) +
                              "/examples/fashion_mlp_fl.toml" + sets(dir, "run") +
                              " --set fl.rounds=1 --set fl.min_clients=1 --set fl.wait_clients_s=8";
-  Proc server(std::string(COHORT_BIN) + " fl server" + common + " --set fl.keys=" +
-                  keys.string() + " --address-file " + (dir / "addr").string(),
+  Proc server(std::string(COHORT_BIN) + " fl server" + common + " --set fl.keys=" + keys.string() +
+                  " --address-file " + (dir / "addr").string(),
               (dir / "server.log").string());
   const std::string addr = wait_for_file(dir / "addr", 60s);
   ASSERT_FALSE(addr.empty()) << server.output();
@@ -216,11 +216,11 @@ TEST(FlE2e, AClientWhoseIdIsNotItsCertificatesIsRefusedNamingBoth) {
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_TRUE(contains(bad, "claims to be client 2 but its certificate names client 1"))
       << bad.output;
-  EXPECT_TRUE(wait_for_text(server, "claims to be client 2 but its certificate names client 1",
-                            10s))
+  EXPECT_TRUE(
+      wait_for_text(server, "claims to be client 2 but its certificate names client 1", 10s))
       << server.output();
-  CliResult good = run_cli("fl client" + common + " --set fl.keys=" + keys.string() +
-                           " --server " + addr + " --client-id 1");
+  CliResult good = run_cli("fl client" + common + " --set fl.keys=" + keys.string() + " --server " +
+                           addr + " --client-id 1");
   EXPECT_EQ(good.status, 0) << good.output;
   EXPECT_EQ(server.wait(), 0) << server.output();
   EXPECT_EQ(rounds_of(dir / "run").at(0)["participants"], nlohmann::json::array({1}));

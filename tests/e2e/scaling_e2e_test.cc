@@ -23,13 +23,12 @@ using json = nlohmann::json;
 // 2048 synthetic samples, batch 64 per worker: 32 steps with 1 worker, 16 with 2 (the trainer
 // records and compares runs of at least 20 steps: 2 epochs).
 CliResult train(const fs::path& root, const std::string& name, int workers, int threads) {
-  return run_cli("train /dev/null" +
-                 (workers > 1 ? " --workers " + std::to_string(workers) : std::string()) +
-                 " --set data.dataset=synthetic --set data.synthetic_samples=2048"
-                 " --set train.epochs=2 --set run.progress=none --set comm.timeout_s=30"
-                 " --set run.threads=" +
-                 std::to_string(threads) + " --set run.dir=" + root.string() +
-                 " --set run.name=" + name);
+  return run_cli(
+      "train /dev/null" + (workers > 1 ? " --workers " + std::to_string(workers) : std::string()) +
+      " --set data.dataset=synthetic --set data.synthetic_samples=2048"
+      " --set train.epochs=2 --set run.progress=none --set comm.timeout_s=30"
+      " --set run.threads=" +
+      std::to_string(threads) + " --set run.dir=" + root.string() + " --set run.name=" + name);
 }
 
 TEST(ScalingE2E, AOneWorkerRunWithOtherThreadsIsTheBaselineAndSaidSo) {
@@ -50,9 +49,10 @@ TEST(ScalingE2E, AOneWorkerRunWithOtherThreadsIsTheBaselineAndSaidSo) {
   CliResult rep = run_cli("report " + (root / "w1").string() + " " + (root / "w2").string() +
                           " -o " + (root / "report.html").string());
   ASSERT_EQ(rep.status, 0) << rep.output;
-  EXPECT_TRUE(contains(rep, "cohort report: warning: scaling: run 'w2' (2 workers x 1 thread = "
-                            "2 cores) is compared with the 1-worker run 'w1' (1 worker x 2 "
-                            "threads = 2 cores): threads per worker differ"))
+  EXPECT_TRUE(contains(rep,
+                       "cohort report: warning: scaling: run 'w2' (2 workers x 1 thread = "
+                       "2 cores) is compared with the 1-worker run 'w1' (1 worker x 2 "
+                       "threads = 2 cores): threads per worker differ"))
       << rep.output;
 }
 

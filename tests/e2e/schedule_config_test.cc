@@ -30,8 +30,9 @@ const std::string kGptExample = std::string(COHORT_SOURCE_DIR) + "/examples/kjv_
 // The issue's case: the GPT example (warmup 100) with a short train.max_steps.
 TEST(ScheduleConfig, WarmupAboveMaxStepsNamesTheKeysBeforeTraining) {
   fs::path d = fresh_dir("max_steps");
-  CliResult r = run_cli("train " + kGptExample + " --set train.max_steps=50 --set run.dir=" +
-                        d.string() + " --set run.name=short");
+  CliResult r =
+      run_cli("train " + kGptExample + " --set train.max_steps=50 --set run.dir=" + d.string() +
+              " --set run.name=short");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(contains(r, "optim.warmup_steps (100) must be <= train.max_steps (50)")) << r.output;
   EXPECT_TRUE(contains(r, "lower optim.warmup_steps to at most 50")) << r.output;
@@ -60,8 +61,9 @@ TEST(ScheduleConfig, WarmupAboveAnEpochBoundedRunNamesEpochs) {
       " --set run.dir=" +
       d.string());
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_TRUE(contains(r, "optim.warmup_steps (100) must be <= the run's total steps (32, from "
-                          "train.epochs = 1 and train.max_steps = 0)"))
+  EXPECT_TRUE(contains(r,
+                       "optim.warmup_steps (100) must be <= the run's total steps (32, from "
+                       "train.epochs = 1 and train.max_steps = 0)"))
       << r.output;
   EXPECT_FALSE(contains(r, "WarmupCosineLr")) << r.output;
 }

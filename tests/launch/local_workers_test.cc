@@ -24,10 +24,10 @@ TEST(LocalWorkers, NoLauncherMeansOne) {
 
 TEST(LocalWorkers, EachLauncherIsRead) {
   EXPECT_EQ(local_workers({{"COHORT_LOCAL_WORLD_SIZE", "3"}}), 3);
-  EXPECT_EQ(local_workers({{"LOCAL_WORLD_SIZE", "4"}}), 4);               // torchrun
-  EXPECT_EQ(local_workers({{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}), 2);     // mpirun (Open MPI)
-  EXPECT_EQ(local_workers({{"MPI_LOCALNRANKS", "5"}}), 5);                // mpiexec (Hydra)
-  EXPECT_EQ(local_workers({{"SLURM_NTASKS_PER_NODE", "6"}}), 6);          // --ntasks-per-node
+  EXPECT_EQ(local_workers({{"LOCAL_WORLD_SIZE", "4"}}), 4);                 // torchrun
+  EXPECT_EQ(local_workers({{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}), 2);       // mpirun (Open MPI)
+  EXPECT_EQ(local_workers({{"MPI_LOCALNRANKS", "5"}}), 5);                  // mpiexec (Hydra)
+  EXPECT_EQ(local_workers({{"SLURM_NTASKS_PER_NODE", "6"}}), 6);            // --ntasks-per-node
   EXPECT_EQ(local_workers({{"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}}), 2);  // srun, node 0
 }
 
@@ -36,8 +36,7 @@ TEST(LocalWorkers, SlurmStepPicksThisNodesEntry) {
   EXPECT_EQ(local_workers({{"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "3"}}), 1);
   EXPECT_EQ(local_workers({{"SLURM_STEP_TASKS_PER_NODE", "2,1"}, {"SLURM_NODEID", "1"}}), 1);
   // The step's layout wins over the job's request: srun -n 3 inside --ntasks-per-node=4.
-  EXPECT_EQ(local_workers({{"SLURM_STEP_TASKS_PER_NODE", "3"}, {"SLURM_NTASKS_PER_NODE", "4"}}),
-            3);
+  EXPECT_EQ(local_workers({{"SLURM_STEP_TASKS_PER_NODE", "3"}, {"SLURM_NTASKS_PER_NODE", "4"}}), 3);
 }
 
 TEST(LocalWorkers, TheLaunchersOwnCountWinsOverAnOuterJobs) {

@@ -166,7 +166,7 @@ TEST(PsPushCodec, AspAppliesDecodedTopKPushes) {
 TEST(PsPushCodec, APushInAnotherCodecOrOfAnotherSizeIsRefusedNamingTheWorkerAndTheKeys) {
   Job job(2, 1, {.method = Method::kFp16});
   net::service::Client raw({.port = uint16_t(std::stoi(job.servers[0]->address().substr(10))),
-                             .secret_policy = net::SecretPolicy::kAllowInsecure});
+                            .secret_policy = net::SecretPolicy::kAllowInsecure});
   // The hello agrees (a real worker's would not: PsWorker sends its own spec), then the
   // pushes do not.
   raw.request(encode_hello({0, 1, 0, layout_of(model()), codec_spec(job.compression)}));
@@ -188,7 +188,7 @@ TEST(PsPushCodec, APushInAnotherCodecOrOfAnotherSizeIsRefusedNamingTheWorkerAndT
   // And an uncompressed server refuses a compressed push.
   Job plain(1, 1, {});
   net::service::Client raw2({.port = uint16_t(std::stoi(plain.servers[0]->address().substr(10))),
-                              .secret_policy = net::SecretPolicy::kAllowInsecure});
+                             .secret_policy = net::SecretPolicy::kAllowInsecure});
   raw2.request(encode_hello({0, 1, 0, layout_of(model())}));
   Bytes fp16 = encode_push_frame(0, 0, {0, 7}, uint8_t(Method::kFp16), 14);
   m = message_of([&] { raw2.request(fp16); });

@@ -12,13 +12,13 @@
 #include <future>
 #include <thread>
 
+#include "cohort/core/logging.h"
 #include "cohort/net/service/client.h"
 #include "cohort/net/service/server.h"
-#include "cohort/core/logging.h"
+#include "cohort/net/socket.h"
 #include "cohort/ps/server.h"
 #include "cohort/ps/worker.h"
 #include "cohort/rendezvous/hash_store.h"
-#include "cohort/net/socket.h"
 #include "tests/ps/ps_job.h"
 
 namespace cohort::ps {
@@ -52,8 +52,7 @@ TEST(PsServer, AnUnreachableServerIsAnErrorWithinTheTimeoutNamingIt) {
 
 // A parameter server that accepts connections and passes the handshake, then never answers:
 // not the hello (answer_hello false), or nothing after it. Its requests stay pending forever.
-std::unique_ptr<net::service::Server> silent_server(const net::Secret& secret,
-                                                     bool answer_hello) {
+std::unique_ptr<net::service::Server> silent_server(const net::Secret& secret, bool answer_hello) {
   net::service::Handlers h;
   h.on_request = [answer_hello](const net::service::Peer&, uint64_t,
                                 Bytes q) -> std::optional<Bytes> {
@@ -140,7 +139,7 @@ TEST(PsServer, AGarbageClientIsRefusedWhileTheWorkersGoOn) {
   PsWorker w(job.worker(0, 1), layout_of(model()));
   const std::string& a = job.servers[0]->address();
   net::Fd junk = net::connect_tcp("127.0.0.1", uint16_t(std::stoi(a.substr(10))),
-                                                net::deadline_after(5s), "test");
+                                  net::deadline_after(5s), "test");
   log::ScopedCapture logs;
   const char garbage[] = "GET / HTTP/1.1\r\n\r\n";
   ASSERT_GT(::send(junk.get(), garbage, sizeof garbage, MSG_NOSIGNAL), 0);

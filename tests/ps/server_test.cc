@@ -13,13 +13,13 @@
 #include <future>
 #include <thread>
 
-#include "cohort/net/service/client.h"
 #include "cohort/core/logging.h"
+#include "cohort/net/service/client.h"
+#include "cohort/net/socket.h"
 #include "cohort/optim/sgd.h"
 #include "cohort/ps/server.h"
 #include "cohort/ps/worker.h"
 #include "cohort/rendezvous/hash_store.h"
-#include "cohort/net/socket.h"
 #include "tests/ps/ps_job.h"
 
 namespace cohort::ps {

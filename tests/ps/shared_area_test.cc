@@ -7,8 +7,8 @@
 #include <random>
 #include <thread>
 
-#include "cohort/net/service/client.h"
 #include "cohort/core/error.h"
+#include "cohort/net/service/client.h"
 #include "tests/ps/ps_job.h"
 
 namespace cohort::ps {

@@ -47,7 +47,7 @@ std::unique_ptr<monitor::Dashboard> start_dashboard(const DashboardArgs& a,
   COHORT_CHECK_ARG(o.nnodes == 1, "--dashboard works on a single node for now (--nnodes ", o.nnodes,
                    ")");
   net::Secret secret = rendezvous::secret_from_env(rendezvous::snapshot_environment(),
-                                                          net::SecretPolicy::kAllowInsecure);
+                                                   net::SecretPolicy::kAllowInsecure);
   if (secret.empty()) secret = net::Secret::generate();
   auto d = std::make_unique<monitor::Dashboard>(
       monitor::DashboardOptions{.bind = a.bind,

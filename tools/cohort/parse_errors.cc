@@ -59,9 +59,8 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 std::string unknown_command(const CLI::App* a, const std::vector<std::string>& left) {
   const std::vector<std::string> names = subcommand_names(a);
   const std::string path = command_path(a);
-  auto word = std::find_if(left.begin(), left.end(), [](const std::string& w) {
-    return !w.empty() && w[0] != '-';
-  });
+  auto word = std::find_if(left.begin(), left.end(),
+                           [](const std::string& w) { return !w.empty() && w[0] != '-'; });
   if (word == left.end()) return "`" + path + "` needs a command: one of " + join(names);
   return "'" + *word + "' is not a command of `" + path + "`" + did_you_mean(*word, names) +
          "; the commands are: " + join(names);
@@ -73,7 +72,7 @@ std::string unknown_options(const CLI::App* a, const std::vector<std::string>& l
   std::string out;
   for (const std::string& w : left) {
     if (w.size() < 2 || w[0] != '-' || w == "--") continue;  // a value, or the separator
-    const std::string flag = w.substr(0, w.find('='));  // --worker=2 names --worker
+    const std::string flag = w.substr(0, w.find('='));       // --worker=2 names --worker
     if (std::find(names.begin(), names.end(), flag) != names.end()) continue;
     out += std::string(out.empty() ? "" : "; ") + "unknown option '" + flag + "' for `" +
            command_path(a) + "`" + did_you_mean(flag, names);

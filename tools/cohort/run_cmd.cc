@@ -46,8 +46,7 @@ void add_run_command(CLI::App& app, Handlers& h) {
                   "Workers on this node")
       ->capture_default_str();
   cmd->add_option("--nnodes", o->launch.nnodes, "Nodes in the job")->capture_default_str();
-  cmd->add_option("--node-rank,--node_rank", o->launch.node_rank,
-                  "This node's index, 0..nnodes-1")
+  cmd->add_option("--node-rank,--node_rank", o->launch.node_rank, "This node's index, 0..nnodes-1")
       ->capture_default_str();
   add_master_options(cmd, o->master,
                      "ADDR:PORT of the store, hosted by node 0 (required with --nnodes > 1; "

@@ -28,9 +28,9 @@ TcpPair::~TcpPair() = default;
 
 std::exception_ptr TcpPair::socket_error(const char* during, int err) {
   return std::make_exception_ptr(IoError(
-      detail::str("tcp transport: connection to rank ", peer(), " (",
-                  net::peer_address(fd_.get()), ") failed during ", during, ": ",
-                  std::strerror(err), "; rank ", peer(), " may have died (check its log)")));
+      detail::str("tcp transport: connection to rank ", peer(), " (", net::peer_address(fd_.get()),
+                  ") failed during ", during, ": ", std::strerror(err), "; rank ", peer(),
+                  " may have died (check its log)")));
 }
 
 std::exception_ptr TcpPair::peer_closed(const OpState* op) {
@@ -163,10 +163,9 @@ bool TcpPair::read_header_locked(OpState& op) {
   recv_hdr_done_ = 0;
   tcp::FrameDecode d = tcp::decode_frame_header(recv_hdr_, kRecvLimits);
   if (!d.ok()) {
-    fail_all_locked(std::make_exception_ptr(
-        IoError(detail::str("tcp transport: ", op.describe(), ": ", d.error, " from ",
-                            net::peer_address(fd_.get()), "; the stream from rank ", peer(),
-                            " is corrupt or not a cohort peer"))));
+    fail_all_locked(std::make_exception_ptr(IoError(detail::str(
+        "tcp transport: ", op.describe(), ": ", d.error, " from ", net::peer_address(fd_.get()),
+        "; the stream from rank ", peer(), " is corrupt or not a cohort peer"))));
     return true;
   }
   if (d.frame.kind == tcp::FrameKind::kAbort) {

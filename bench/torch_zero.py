@@ -80,7 +80,7 @@ def parse_args():
         p.error(f"{a.config}: [model] type is {model.get('type')!r}; this peer trains the gpt")
     if optim.get("name", "sgd") != "adamw":
         p.error(f"{a.config}: [optim] name is {optim.get('name')!r}; this peer implements adamw")
-    # Defaults are cohort's registry defaults (cohort/train/train_registry.cc).
+    # Defaults are cohort's registry defaults (cohort/train/config/registry.cc).
     a.gpt = dict(vocab_size=256, n_layer=int(model.get("n_layer", 4)),
                  n_head=int(model.get("n_head", 4)), n_embd=int(model.get("n_embd", 128)),
                  block_size=int(model.get("block_size", 128)),

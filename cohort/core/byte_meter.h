@@ -3,7 +3,8 @@
 // since the last take_interval(). The one byte counter behind the meters that report traffic
 // per interval and per run: a parameter server's request and answer bytes
 // (ps/server_metrics.h), a compressing DDP hook's float32 bytes in and message bytes out
-// (parallel/ddp/compression_meter.h). What "in" and "out" mean is the owner's to say.
+// (parallel/ddp/compression_meter.h); ByteCounts alone is a federated client's bytes in one round
+// (federated/server.h). What "in" and "out" mean is the owner's to say.
 //
 // Not thread-safe: each owner counts on one thread or under its own lock (an atomic per add
 // would tax the hot paths that already hold one).

@@ -113,8 +113,8 @@ RoundRecord Coordinator::run_round(int64_t round) {
     rec.bytes_in_per_client = rec.bytes_out_per_client = 0;
     for (const ClientReport& c : res.clients) {
       if (!c.completed) rec.dropped.push_back({c.id, c.dropped_why});
-      rec.bytes_in_per_client += double(c.bytes_in) / double(res.clients.size());
-      rec.bytes_out_per_client += double(c.bytes_out) / double(res.clients.size());
+      rec.bytes_in_per_client += double(c.bytes.bytes_in) / double(res.clients.size());
+      rec.bytes_out_per_client += double(c.bytes.bytes_out) / double(res.clients.size());
     }
     if (aggregate(res, p, rec)) {
       rec.seconds = std::chrono::duration<double>(Clock::now() - start).count();

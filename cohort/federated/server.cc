@@ -174,7 +174,7 @@ void FlServer::on_update(const net::service::Peer& peer, Bytes payload) {
   std::lock_guard lock(mu_);
   Round* r = open_.get();
   check_expected(r, id, u.round, u.task_id, 0, "update");
-  r->reports[id].bytes_in += payload.size();
+  r->reports[id].bytes.bytes_in += payload.size();
   r->updates.emplace(id, std::move(u));
   cv_.notify_all();
 }
@@ -188,7 +188,7 @@ void FlServer::on_secagg(const net::service::Peer& peer, Bytes payload) {
   std::lock_guard lock(mu_);
   Round* r = open_.get();
   check_expected(r, id, m.round, m.task_id, uint8_t(m.phase), phase_name(m.phase));
-  r->reports[id].bytes_in += payload.size();
+  r->reports[id].bytes.bytes_in += payload.size();
   r->answers.emplace(id, std::move(m.body));
   cv_.notify_all();
 }
@@ -213,7 +213,7 @@ void FlServer::send_to(uint32_t client, Bytes payload, ClientReport* report) {
     auto it = clients_.find(client);
     if (it == clients_.end()) return;  // gone: the round's wait counts it out
     peer = it->second.peer;
-    if (report) report->bytes_out += payload.size();
+    if (report) report->bytes.bytes_out += payload.size();
   }
   service_->send(peer, std::move(payload));
 }

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/core/byte_meter.h"
 #include "cohort/federated/messages.h"
 #include "cohort/net/service/server.h"
 
@@ -57,7 +58,7 @@ struct ClientReport {
   uint32_t id = 0;
   bool completed = false;
   std::string dropped_why;  // empty when completed
-  uint64_t bytes_in = 0, bytes_out = 0;
+  ByteCounts bytes;         // in: what the client sent the server; out: what the server sent it
 };
 
 struct RoundResult {

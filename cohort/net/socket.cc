@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -185,10 +186,25 @@ void read_exact(int fd, void* buf, size_t n, Deadline deadline, std::string_view
 
 void write_all(int fd, const void* buf, size_t n, Deadline deadline, std::string_view peer,
                std::string_view what) {
-  auto* p = static_cast<const uint8_t*>(buf);
+  write_all_parts(fd, {static_cast<const uint8_t*>(buf), n}, {}, deadline, peer, what);
+}
+
+void write_all_parts(int fd, std::span<const uint8_t> head, std::span<const uint8_t> tail,
+                     Deadline deadline, std::string_view peer, std::string_view what) {
+  const size_t total = head.size() + tail.size();
   size_t sent = 0;
-  while (sent < n) {
-    ssize_t r = ::send(fd, p + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+  while (sent < total) {
+    iovec iov[2];
+    int parts = 0;
+    if (sent < head.size())
+      iov[parts++] = {const_cast<uint8_t*>(head.data()) + sent, head.size() - sent};
+    const size_t in_tail = sent > head.size() ? sent - head.size() : 0;
+    if (in_tail < tail.size())
+      iov[parts++] = {const_cast<uint8_t*>(tail.data()) + in_tail, tail.size() - in_tail};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = size_t(parts);
+    ssize_t r = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (r >= 0) {
       sent += size_t(r);
       continue;
@@ -197,7 +213,7 @@ void write_all(int fd, const void* buf, size_t n, Deadline deadline, std::string
     COHORT_CHECK_IO(errno == EAGAIN || errno == EWOULDBLOCK, "sending ", what, " to ", peer,
                     " failed: ", std::strerror(errno));
     COHORT_CHECK_T(poll_one(fd, POLLOUT, deadline), Timeout, "timed out sending ", what, " to ",
-                   peer, " (", sent, " of ", n, " bytes sent)");
+                   peer, " (", sent, " of ", total, " bytes sent)");
   }
 }
 

@@ -5,6 +5,7 @@
 // with poll(), so the same helpers serve blocking-style clients and event-loop servers.
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -52,6 +53,11 @@ void read_exact(int fd, void* buf, size_t n, Deadline deadline, std::string_view
                 std::string_view what);
 void write_all(int fd, const void* buf, size_t n, Deadline deadline, std::string_view peer,
                std::string_view what);
+// Sends head then tail as one stream, straight from where they lie (one sendmsg over both: a
+// tail of megabytes, a parameter-server push, is not copied behind the head first). The same
+// errors as write_all.
+void write_all_parts(int fd, std::span<const uint8_t> head, std::span<const uint8_t> tail,
+                     Deadline deadline, std::string_view peer, std::string_view what);
 
 struct Listener {
   Fd fd;              // non-blocking, listening

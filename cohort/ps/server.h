@@ -107,11 +107,12 @@ struct ServerOptions {
   // those that verify, oldest first, returns the one to load (an index into them), or -1 for
   // none (start from the initial values); may throw (the servers cannot agree). Newer ones are
   // then removed (an abandoned continuation), and who said goodbye is not restored (every
-  // worker starts again). BSP picks the newest step every server has (train/ps_server_role.cc).
+  // worker starts again). BSP picks the newest step every server has
+  // (train/roles/ps_server_role.cc).
   std::function<int(const std::vector<SavedCheckpoint>&)> choose_checkpoint;
   // Called on the loop thread after each update with the server's progress step (BSP: the step
   // now being gathered; ASP/SSP: pushes / N) once any due checkpoint is written: the fault seam
-  // of the recovery tests (train/ps_server_role.cc kills the process there).
+  // of the recovery tests (train/roles/ps_server_role.cc kills the process there).
   std::function<void(int64_t step)> after_update;
   // A ServerInterval (server_metrics.h) to on_interval every this many updates (0: none).
   // on_interval runs on the service loop thread under the server's mutex: keep it short (one

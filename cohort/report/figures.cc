@@ -123,8 +123,8 @@ json comm(const RunData& run, const json& ranks) {
   return c;
 }
 
-// Each parameter server's last "server_summary" (metrics.server<i>.jsonl; ps_server_role.cc),
-// with null fields while it has written none.
+// Each parameter server's last "server_summary" (metrics.server<i>.jsonl;
+// train/roles/ps_server_role.cc), with null fields while it has written none.
 json servers(const RunData& run) {
   json out = json::array();
   for (const auto& [index, records] : run.servers) {

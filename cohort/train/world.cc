@@ -20,7 +20,7 @@ void calibrate(const Config& cfg, comm::Communicator& c, const rendezvous::EnvMa
   comm::calibrate_cost_model(c, o);
 }
 
-// The transport's fault seams from the fault.* keys (train_registry_health.cc). Every rank
+// The transport's fault seams from the fault.* keys (train/config/registry_health.cc). Every rank
 // gets the same values: FaultInjection itself checks which rank stalls or drops; the delay
 // applies to fault.delay_rank alone (or everyone).
 comm::transport::FaultInjection fault_injection(const Config& cfg, int rank) {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <numeric>
 
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 #include "cohort/train/trainer.h"
 
 namespace cohort::train {

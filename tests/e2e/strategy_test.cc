@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cohort/parallel/strategy_registry.h"
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 #include "cohort/train/trainer.h"
 #include "tests/e2e/run_cli.h"
 #include "tests/e2e/run_dirs.h"

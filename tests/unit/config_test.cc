@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "cohort/core/error.h"
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 
 namespace cohort::train {
 namespace {

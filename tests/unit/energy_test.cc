@@ -6,7 +6,7 @@
 
 #include "cohort/core/error.h"
 #include "cohort/metrics/energy.h"
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 #include "tests/support/errors.h"
 #include "tests/support/files.h"
 

@@ -9,7 +9,7 @@
 
 #include "cohort/tensor/allocator.h"
 #include "cohort/tensor/tensor.h"
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 #include "cohort/train/trainer.h"
 #include "tests/e2e/run_dirs.h"
 

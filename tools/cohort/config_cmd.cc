@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 #include "tools/cohort/commands.h"
 
 namespace cohort::cli {

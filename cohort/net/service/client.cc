@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,41 +24,6 @@ constexpr Millis kAuthTimeout = std::chrono::seconds(30);
 
 double secs(Millis m) {
   return m.count() / 1000.0;
-}
-
-// Sends head then payload as one stream, straight from where they lie (sendmsg over both: the
-// payload, megabytes for a parameter-server push, is not copied into a frame first).
-void write_parts(int fd, std::span<const uint8_t> head, std::span<const uint8_t> payload,
-                 net::Deadline deadline, const std::string& peer, const char* what) {
-  const size_t total = head.size() + payload.size();
-  size_t sent = 0;
-  while (sent < total) {
-    iovec iov[2];
-    int n = 0;
-    if (sent < head.size())
-      iov[n++] = {const_cast<uint8_t*>(head.data()) + sent, head.size() - sent};
-    const size_t in_payload = sent > head.size() ? sent - head.size() : 0;
-    if (in_payload < payload.size())
-      iov[n++] = {const_cast<uint8_t*>(payload.data()) + in_payload, payload.size() - in_payload};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = size_t(n);
-    ssize_t r = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (r >= 0) {
-      sent += size_t(r);
-      continue;
-    }
-    if (errno == EINTR) continue;
-    COHORT_CHECK_IO(errno == EAGAIN || errno == EWOULDBLOCK, "sending ", what, " to ", peer,
-                    " failed: ", std::strerror(errno));
-    pollfd p{fd, POLLOUT, 0};
-    int rc = ::poll(&p, 1, net::poll_timeout_ms(deadline));
-    COHORT_CHECK_IO(rc >= 0 || errno == EINTR, "sending ", what, " to ", peer,
-                    ": poll failed: ", std::strerror(errno));
-    COHORT_CHECK_T(rc != 0 || std::chrono::steady_clock::now() < deadline, Timeout,
-                   "timed out sending ", what, " to ", peer, " (", sent, " of ", total,
-                   " bytes sent)");
-  }
 }
 
 }  // namespace
@@ -174,7 +138,7 @@ void Client::write_frame(Kind kind, uint64_t id, std::span<const uint8_t> payloa
     if (tls_)
       write_tls(head, payload, deadline, kind_name(kind));
     else
-      write_parts(fd_.get(), head, payload, deadline, describe(), kind_name(kind));
+      net::write_all_parts(fd_.get(), head, payload, deadline, describe(), kind_name(kind));
   } catch (const Error& e) {
     // Part of a frame may be on the wire: the stream cannot be used any more.
     fail(detail::str(describe(), ": sending a ", kind_name(kind), " failed: ", e.what()));

@@ -19,7 +19,7 @@ std::vector<ckpt::TensorPiece> ZeroEngine::optimizer_pieces() const {
   const optim::OptimizerState st = shard_opt_->export_state();
   std::vector<ckpt::TensorPiece> out;
   for (const Unit& u : units_) {
-    const int64_t shard_begin = rank_ * u.layout.shard_size();
+    const int64_t shard_begin = u.layout.shard(rank_).begin;
     for (const std::string& slot : shard_opt_->slot_names()) {
       auto it = st.tensors.find(unit_key(u) + "." + slot);
       if (it == st.tensors.end()) continue;  // not created yet (no step taken)
@@ -62,7 +62,7 @@ double ZeroEngine::unit_step(const Unit& u, const std::map<std::string, double>&
 // padding is); nullopt when the checkpoint holds that slot for none of the unit's parameters.
 std::optional<Tensor> ZeroEngine::read_slot(const ckpt::ShardedView& view, const Unit& u,
                                             const std::string& slot) const {
-  const int64_t shard_begin = rank_ * u.layout.shard_size();
+  const int64_t shard_begin = u.layout.shard(rank_).begin;
   Tensor out = zeros({u.layout.shard_size()});
   bool any = false;
   for (const ckpt::FlatPiece& p : u.layout.pieces_of_shard(rank_)) {

@@ -11,8 +11,8 @@
 #include "cohort/metrics/sink.h"
 #include "cohort/train/components.h"
 #include "cohort/train/evaluate.h"
-#include "cohort/train/federated_common.h"
-#include "cohort/train/federated_roles.h"
+#include "cohort/train/roles/federated_common.h"
+#include "cohort/train/roles/federated_roles.h"
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {

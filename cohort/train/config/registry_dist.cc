@@ -1,12 +1,12 @@
 // Declarations of the distributed-training keys of `cohort train` (parallel and the sections
 // of the registered strategies, comm, ckpt; fault and straggler keys are in
-// train_registry_health.cc):
+// train/config/registry_health.cc):
 // part of the registry behind docs/config.md.
 #include <mutex>
 
 #include "cohort/parallel/strategy_registry.h"
 #include "cohort/ps/ps_strategy.h"
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 
 namespace cohort::train {
 namespace {
@@ -121,7 +121,7 @@ void add_distributed_keys(ConfigRegistry& r) {
   add_strategy_keys(r);
   add_comm_run_keys(r);
   add_ckpt_keys(r);
-  add_health_keys(r);  // train_registry_health.cc
+  add_health_keys(r);  // train/config/registry_health.cc
 }
 
 }  // namespace cohort::train

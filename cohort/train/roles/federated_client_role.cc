@@ -8,8 +8,8 @@
 #include "cohort/data/loader.h"
 #include "cohort/nn/loss.h"
 #include "cohort/train/components.h"
-#include "cohort/train/federated_common.h"
-#include "cohort/train/federated_roles.h"
+#include "cohort/train/roles/federated_common.h"
+#include "cohort/train/roles/federated_roles.h"
 
 namespace cohort::train {
 namespace {

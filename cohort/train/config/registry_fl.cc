@@ -1,7 +1,7 @@
 // Declarations of the federated-learning keys (`cohort fl server|client|run`, docs/federated.md):
 // part of the registry behind docs/config.md. The model, data, optimizer and run keys are the
 // same as `cohort train`'s: a client trains with optim.* and data.batch_size.
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 
 namespace cohort::train {
 namespace {

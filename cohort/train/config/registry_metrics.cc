@@ -1,6 +1,6 @@
 // Declarations of the energy.* and metrics.* keys of `cohort train`: part of the registry
 // behind docs/config.md. The meter is cohort/metrics/energy.h; docs/monitoring.md, "Energy".
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 
 namespace cohort::train {
 

@@ -3,7 +3,7 @@
 // run from a config), straggler detection (metrics.straggler_*, train/straggler.h) and the
 // communicator's flight recorder (comm.flight_recorder_size, comm/flight_recorder.h). Part of
 // the registry behind docs/config.md.
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 
 namespace cohort::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 
 #include <toml++/toml.h>
 #include <unistd.h>  // environ (declared with _GNU_SOURCE, which g++ defines)

@@ -1,4 +1,4 @@
-#include "cohort/train/ps_server_role.h"
+#include "cohort/train/roles/ps_server_role.h"
 
 #include <signal.h>
 

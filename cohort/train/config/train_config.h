@@ -12,15 +12,15 @@ namespace cohort::train {
 // The registry of every key `cohort train` understands (built once).
 const ConfigRegistry& train_registry();
 
-// Adds the comm/ddp/ckpt/fault keys (train_registry_dist.cc).
+// Adds the comm/ddp/ckpt/fault keys (train/config/registry_dist.cc).
 void add_distributed_keys(ConfigRegistry& r);
 // Adds the fault-injection (fault.*), straggler (metrics.straggler_*) and flight recorder keys
-// (train_registry_health.cc).
+// (train/config/registry_health.cc).
 void add_health_keys(ConfigRegistry& r);
-// Adds the energy and metrics keys (train_registry_metrics.cc).
+// Adds the energy and metrics keys (train/config/registry_metrics.cc).
 void add_metrics_keys(ConfigRegistry& r);
 
-// Adds the federated-learning keys, fl.* (train_registry_fl.cc).
+// Adds the federated-learning keys, fl.* (train/config/registry_fl.cc).
 void add_federated_keys(ConfigRegistry& r);
 
 // docs/config.md: a header plus the registry's tables (`cohort config docs` prints it).

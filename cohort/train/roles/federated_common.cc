@@ -1,11 +1,11 @@
-#include "cohort/train/federated_common.h"
+#include "cohort/train/roles/federated_common.h"
 
 #include <filesystem>
 
 #include "cohort/core/error.h"
 #include "cohort/core/rng.h"
 #include "cohort/federated/partition.h"
-#include "cohort/train/train_config.h"
+#include "cohort/train/config/train_config.h"
 
 namespace cohort::train::fl {
 namespace {

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Runs the CUDA tests that scripts/gpu-bundle.sh packed, on the GPU machine, from the repo root:
+# the host arithmetic tests, the kernel tests, then the kernel tests again under
+# compute-sanitizer (memcheck). Writes a one-page summary to $OUT/gpu-summary.md ($OUT is the
+# device tool's output folder; ./gpu-summary.md without it) and the logs beside it.
+#
+# Exits non-zero when a test fails, a binary does not load, or memcheck reports an error. On a
+# machine without a usable GPU every GPU test skips with CUDA's reason and the script exits 0
+# with a summary that says so. Every step runs under `timeout`; the whole stays under 8 minutes.
+#
+# Usage (docs/gpu.md): the device tool's run with carry ["gpu-bundle"] and command
+#   bash scripts/gpu-check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BUNDLE=gpu-bundle
+START=$(date +%s)
+DEADLINE=$((START + 450)) # 7.5 minutes: the sanitizer gets what is left of it
+REPORT_DIR=${OUT:-.}
+LOGS=$REPORT_DIR/gpu-logs
+SUMMARY=$REPORT_DIR/gpu-summary.md
+LATER="CPU-vs-GPU training comparison, bench/gpu_gpt"
+mkdir -p "$LOGS"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+FAILED=0
+NOTES=()
+note() { NOTES+=("$*"); echo "   $*"; }
+fail() { FAILED=1; note "FAIL: $*"; }
+left() { echo $((DEADLINE - $(date +%s))); }
+
+# ---- the bundle and its libraries ---------------------------------------------------------------
+
+echo "== bundle"
+if [ ! -x "$BUNDLE/bin/cohort_cuda_kernel_tests" ]; then
+  fail "no $BUNDLE/bin/cohort_cuda_kernel_tests: run scripts/gpu-bundle.sh first and carry gpu-bundle"
+else
+  head -n 3 "$BUNDLE/MANIFEST.txt" 2>/dev/null
+fi
+mkdir -p "$WORK/lib" "$WORK/glibc"
+timeout 45 tar -C "$WORK/lib" -xzf "$BUNDLE/lib.tar.gz" || fail "cannot unpack $BUNDLE/lib.tar.gz"
+
+# libcublasLt.so.13: CUDA 13's, or the pip wheel PyTorch brought (nvidia/cublas/lib).
+find_cublaslt() {
+  local d
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
+    /usr/lib/x86_64-linux-gnu; do
+    [ -e "$d/libcublasLt.so.13" ] && { echo "$d"; return; }
+  done
+  timeout 15 python3 -c 'import importlib.util, os
+s = importlib.util.find_spec("nvidia.cublas")
+print(os.path.join(list(s.submodule_search_locations)[0], "lib"))' 2>/dev/null
+}
+CUBLAS_DIR=$(find_cublaslt)
+echo "   libcublasLt.so.13 from: ${CUBLAS_DIR:-nowhere}"
+export LD_LIBRARY_PATH="$WORK/lib:${CUBLAS_DIR:-/usr/local/cuda/lib64}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+echo "== GPU"
+GPU=$(timeout 15 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 |
+  head -n 4) || GPU="none (nvidia-smi: ${GPU:-not found})"
+[ -n "$GPU" ] || GPU="none (nvidia-smi printed nothing)"
+echo "   $GPU"
+
+# The binaries were linked on Debian 12 (glibc 2.36): if they do not load against this machine's
+# C runtime, run them through the bundled loader and libc instead.
+RUNNER=()
+loads() { timeout 20 "${RUNNER[@]}" "$BUNDLE/bin/$1" --gtest_list_tests >"$LOGS/load-$1.log" 2>&1; }
+if [ "$FAILED" = 0 ] && ! loads cohort_cuda_math_tests; then
+  timeout 45 tar -C "$WORK/glibc" -xzf "$BUNDLE/glibc.tar.gz"
+  RUNNER=("$WORK/glibc/ld-linux-x86-64.so.2" --library-path "$WORK/glibc:$LD_LIBRARY_PATH")
+  note "the binaries do not load with this machine's libc ($(head -n 1 "$LOGS/load-cohort_cuda_math_tests.log")); using the bundled one"
+fi
+for b in cohort_cuda_math_tests cohort_cuda_kernel_tests; do
+  if [ "$FAILED" = 0 ] && ! loads "$b"; then
+    fail "$b does not load: $(grep -m 2 -e 'error' -e 'not found' "$LOGS/load-$b.log" | tr '\n' ' ')"
+    ldd "$BUNDLE/bin/$b" >"$LOGS/ldd-$b.log" 2>&1
+  fi
+done
+
+# ---- tests ----------------------------------------------------------------------------------------
+
+# gtest's summary lines: "[  PASSED  ] 12 tests." and the like; 0 where absent.
+count() { grep -E -m 1 "^\[  $1 *\] [0-9]+ tests?[.,]" "$2" | grep -oE '[0-9]+' | head -n 1 || true; }
+
+# Runs a test binary with a time limit; sets P S F (passed, skipped, failed) and RAN.
+run_tests() {  # name seconds log [extra args]
+  local name=$1 secs=$2 log=$3
+  shift 3
+  echo "== $name (at most ${secs}s)"
+  timeout "$secs" "${RUNNER[@]}" "$BUNDLE/bin/$name" --gtest_brief=1 --gtest_color=no "$@" >"$log" 2>&1
+  local rc=$?
+  P=$(count PASSED "$log"); S=$(count SKIPPED "$log"); F=$(count FAILED "$log")
+  P=${P:-0} S=${S:-0} F=${F:-0}
+  RAN=$(grep -c '^\[==========\] .* ran\.' "$log")
+  tail -n 4 "$log" | sed 's/^/   /'
+  [ "$rc" = 124 ] && fail "$name timed out after ${secs}s"
+  [ "$RAN" = 0 ] && [ "$rc" != 124 ] && fail "$name stopped early (exit $rc; see gpu-logs/$(basename "$log"))"
+  [ "$F" != 0 ] && fail "$name: $F failed: $(grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/.*\] //' | head -n 8 | tr '\n' ' ')"
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$F" = 0 ] && [ "$RAN" != 0 ] && fail "$name exited $rc"
+  return 0
+}
+
+MP=0 MS=0 MF=0 KP=0 KS=0 KF=0 SKIP_REASON=""
+if [ "$FAILED" = 0 ]; then
+  run_tests cohort_cuda_math_tests 45 "$LOGS/math-tests.log"
+  MP=$P MS=$S MF=$F
+  run_tests cohort_cuda_kernel_tests 150 "$LOGS/kernel-tests.log" \
+    --gtest_output="xml:$LOGS/kernel-tests.xml"
+  KP=$P KS=$S KF=$F
+  SKIP_REASON=$(grep -A1 ': Skipped$' "$LOGS/kernel-tests.log" | grep -v -e ': Skipped$' -e '^--' |
+    sort | uniq -c | sort -rn | head -n 1 | sed 's/^ *[0-9]* //')
+fi
+# COHORT_REQUIRE_GPU's reason; the tests that need no GPU (launch planning, error text) still pass.
+NO_GPU=0
+grep -q 'no CUDA device: ' "$LOGS/kernel-tests.log" 2>/dev/null && NO_GPU=1
+
+# ---- compute-sanitizer ----------------------------------------------------------------------------
+
+SANITIZER="not run"
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ "$NO_GPU" = 1 ]; then
+  SANITIZER="not run: no GPU, nothing for memcheck to check"
+elif [ -z "$CS" ]; then
+  SANITIZER="not run: compute-sanitizer not found"
+elif [ "$FAILED" = 0 ] && [ "$(left)" -gt 30 ]; then
+  secs=$(left)
+  echo "== compute-sanitizer memcheck (at most ${secs}s)"
+  timeout "$secs" "$CS" --tool memcheck --report-api-errors no --error-exitcode 99 --print-limit 20 "${RUNNER[@]}" \
+    "$BUNDLE/bin/cohort_cuda_kernel_tests" --gtest_brief=1 --gtest_color=no \
+    >"$LOGS/memcheck.log" 2>&1
+  rc=$?
+  errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$LOGS/memcheck.log" | grep -oE '[0-9]+' | tail -n 1)
+  tail -n 3 "$LOGS/memcheck.log" | sed 's/^/   /'
+  if [ "$rc" = 124 ]; then
+    SANITIZER="incomplete: timed out after ${secs}s (no error reported before that)"
+    note "memcheck timed out after ${secs}s: not a failure, but not a clean bill either"
+  elif [ -n "$errors" ] && [ "$errors" != 0 ]; then
+    SANITIZER="$errors errors (gpu-logs/memcheck.log)"
+    fail "memcheck reported $errors errors"
+  elif [ "$rc" != 0 ]; then
+    SANITIZER="exit $rc (gpu-logs/memcheck.log)"
+    fail "the tests under memcheck exited $rc"
+  else
+    SANITIZER="0 errors"
+  fi
+fi
+
+LIBC="this machine's"
+[ "${#RUNNER[@]}" != 0 ] && LIBC="the bundled Debian 12 one"
+
+# ---- summary --------------------------------------------------------------------------------------
+
+echo "== not yet built: $LATER"
+if [ "$FAILED" = 1 ]; then
+  VERDICT="FAILED"
+elif [ "$NO_GPU" = 1 ]; then
+  VERDICT="NO GPU: every GPU test skipped (${SKIP_REASON:-no reason printed})"
+else
+  VERDICT="PASSED"
+fi
+{
+  echo "# cohort GPU check: $VERDICT"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), host $(hostname), $(($(date +%s) - START)) s"
+  echo "- GPU: $GPU"
+  echo "- bundle: $(sed -n 2p "$BUNDLE/MANIFEST.txt" 2>/dev/null)"
+  echo "- libcublasLt.so.13 from: ${CUBLAS_DIR:-not found}; C runtime: $LIBC"
+  echo
+  echo "| tests | passed | failed | skipped |"
+  echo "|---|---|---|---|"
+  echo "| host arithmetic (cohort_cuda_math_tests) | $MP | $MF | $MS |"
+  echo "| GPU kernels (cohort_cuda_kernel_tests) | $KP | $KF | $KS |"
+  echo
+  [ -n "$SKIP_REASON" ] && echo "Skipped because: $SKIP_REASON" && echo
+  echo "compute-sanitizer memcheck: $SANITIZER"
+  echo
+  grep -h '^\[ matmul  \]' "$LOGS/kernel-tests.log" 2>/dev/null | sed 's/^/    /'
+  if [ "${#NOTES[@]}" != 0 ]; then
+    echo "Notes:"
+    printf -- '- %s\n' "${NOTES[@]}"
+    echo
+  fi
+  echo "Not yet built (issue 33): $LATER."
+  echo "Logs: gpu-logs/ beside this file."
+} >"$SUMMARY"
+echo "== summary: $SUMMARY"
+cat "$SUMMARY"
+exit "$FAILED"

@@ -3,6 +3,8 @@
 #include <queue>
 #include <unordered_map>
 
+#include "cohort/dispatch/kernel_table.h"
+
 namespace cohort::autograd {
 
 Tensor add_raw(const Tensor& a, const Tensor& b) {
@@ -17,6 +19,11 @@ void add_into(Tensor& acc, const Tensor& g) {
   float* a = acc.data<float>();
   const float* b = gc.data<float>();
   int64_t n = acc.numel();
+  if (const Device d = acc.device(); !d.is_cpu()) {  // in place on the device: a = a + b
+    dispatch::common_device("backward (gradient sum)", {&acc, &gc});
+    dispatch::kernels_for(d).binary_2d(d, cpu::BinaryOp::kAdd, 1, n, a, 0, 1, b, 0, 1, a);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) a[i] += b[i];
 }
 
@@ -145,7 +152,7 @@ void backward(const Tensor& root, const Tensor& grad_output) {
                      "backward: grad can be implied only for a tensor with one "
                      "element, got shape ",
                      shape_str(root.shape()));
-    seed = ones(root.shape());
+    seed = ones(root.shape(), DType::f32, root.device());
   }
   COHORT_CHECK_ARG(seed.shape() == root.shape(), "backward: grad_output shape ",
                    shape_str(seed.shape()), " does not match ", shape_str(root.shape()));

@@ -47,12 +47,14 @@ Tensor AccumulateGrad::take_destination(uint32_t) {
   return Tensor(leaf->grad_destination);
 }
 
-Tensor Node::grad_buffer(size_t i, const Shape& shape) const {
+Tensor Node::grad_buffer(size_t i, const Shape& shape, Device device) const {
   if (needs_grad(i)) {
     Tensor d = next_edges_[i].fn->take_destination(next_edges_[i].input_nr);
-    if (d.defined() && d.shape() == shape && d.dtype() == DType::f32 && d.is_contiguous()) return d;
+    if (d.defined() && d.shape() == shape && d.dtype() == DType::f32 && d.is_contiguous() &&
+        d.device() == device)
+      return d;
   }
-  return empty(shape);
+  return empty(shape, DType::f32, device);
 }
 
 bool grad_enabled() {

@@ -44,7 +44,7 @@ class Node {
   // A tensor of `shape` (f32, contiguous, undefined contents) to write input i's gradient
   // into: the leaf's armed gradient destination when input i is a leaf with one (its bucket
   // slot under DDP: no copy later), else a new one. The kernel must overwrite all of it.
-  Tensor grad_buffer(size_t i, const Shape& shape) const;
+  Tensor grad_buffer(size_t i, const Shape& shape, Device device = Device::cpu()) const;
   // For an edge into this node's input `input_nr`: a destination for that gradient, handed out
   // at most once per arming; undefined when there is none (every node but AccumulateGrad).
   virtual Tensor take_destination(uint32_t input_nr) { return {}; }

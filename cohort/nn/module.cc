@@ -234,4 +234,27 @@ void Module::load_state_dict(const StateDict& dict, LoadOptions opt) {
   }
 }
 
+namespace {
+
+// t's storage replaced by a contiguous copy on `device`; every handle sharing t's TensorImpl
+// sees the move.
+void move_in_place(const Tensor& t, Device device) {
+  if (t.device() == device) return;
+  Tensor moved = t.detach().to(device);
+  TensorImpl& impl = t.impl();
+  impl.storage = moved.impl().storage;
+  impl.offset = moved.offset();
+  impl.strides = moved.strides();
+  impl.grad = nullptr;
+}
+
+}  // namespace
+
+void Module::to(Device device) {
+  const NamedTensors params = named_parameters(), buffers = named_buffers();
+  if (!params.empty() || !buffers.empty()) empty({0}, DType::f32, device);  // fails before a move
+  for (const auto& [name, t] : params) move_in_place(t, device);
+  for (const auto& [name, t] : buffers) move_in_place(t, device);
+}
+
 }  // namespace cohort::nn

@@ -80,6 +80,12 @@ class Module {
 
   void zero_grad(ZeroGrad mode = ZeroGrad::kSetToNone);
 
+  // Moves every parameter and buffer below this module to `device`, in place: each keeps its
+  // identity (the handles a layer or an optimizer holds follow it), as torch's module.to does.
+  // Gradients are dropped. A device without a backend is an InvalidArgument saying why
+  // (tensor/device_memory.h); nothing has moved then.
+  void to(Device device);
+
   // Refills every parameter below this module from its Init rule (see the header comment).
   void reset_parameters(uint64_t seed);
   // Replaces the Init rule of this module's own parameter `name` (models adjust their layers'

@@ -3,6 +3,7 @@
 // long as their last dim is contiguous; the kernel reads them in place.
 #include "cohort/kernels/cpu/attention.h"
 #include "cohort/autograd/node.h"
+#include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::ops {
@@ -39,6 +40,7 @@ struct CausalAttentionBackward : autograd::Node {
 }  // namespace
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+  for (const Tensor* t : {&q, &k, &v}) check_cpu(*t, "causal_attention");
   for (const Tensor* t : {&q, &k, &v}) {
     COHORT_CHECK_ARG(t->dtype() == DType::f32, "causal_attention: q, k, v must be float32, got ",
                      dtype_name(t->dtype()), " (shape ", shape_str(t->shape()), ")");

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "cohort/autograd/node.h"
+#include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::ops {
@@ -80,6 +81,7 @@ struct SplitBackward : autograd::Node {
 }  // namespace
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
+  for (const Tensor& x : xs) check_cpu(x, "concat");
   COHORT_CHECK_ARG(!xs.empty(), "concat: needs at least one tensor");
   for (size_t k = 0; k < xs.size(); ++k)
     COHORT_CHECK_ARG(xs[k].defined(), "concat: tensor ", k, " is undefined");

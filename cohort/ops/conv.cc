@@ -70,6 +70,7 @@ struct MaxPool2dBackward : autograd::Node {
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions opt) {
+  check_cpu(x, "conv2d");
   check_f32(x, "conv2d", "x");
   check_f32(weight, "conv2d", "weight");
   const cpu::Conv2dShape s = conv_shape(x, weight, bias, opt);
@@ -92,6 +93,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dO
 }
 
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride) {
+  check_cpu(x, "max_pool2d");
   check_f32(x, "max_pool2d", "x");
   COHORT_CHECK_ARG(x.dim() == 4, "max_pool2d: x must be 4-D [N, C, H, W], got ",
                    shape_str(x.shape()));

@@ -3,6 +3,7 @@
 
 #include "cohort/autograd/node.h"
 #include "cohort/kernels/cpu/dropout.h"
+#include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::ops {
@@ -23,6 +24,7 @@ struct DropoutBackward : autograd::Node {
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, uint64_t seed) {
+  check_cpu(x, "dropout");
   COHORT_CHECK_ARG(x.dtype() == DType::f32, "dropout: x must be float32, got ",
                    dtype_name(x.dtype()), " (shape ", shape_str(x.shape()), ")");
   COHORT_CHECK_ARG(std::isfinite(p) && p >= 0.0 && float(p) < 1.0f,

@@ -4,8 +4,8 @@
 // dims that are contiguous for every operand, and hands the (at most) 2-D result to
 // cpu::binary_2d, which has vectorised loops for same-shape, row- and column-broadcast
 // layouts. Backward of a broadcast input sums the gradient back down with sum_to.
-#include "cohort/kernels/cpu/elementwise.h"
 #include "cohort/autograd/node.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 #include "cohort/tensor/strided.h"
@@ -52,21 +52,23 @@ Layout coalesce(const Shape& shape, const Shape& sa, const Shape& sb) {
 }
 
 void binary_into(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  const Device d = out.device();
+  const auto kernel = dispatch::kernels_for(d).binary_2d;
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* po = out.data<float>();
   Layout l = coalesce(out.shape(), expand_strides(a, out.shape()), expand_strides(b, out.shape()));
   const size_t nd = l.shape.size();
-  if (nd == 0) return cpu::binary_2d(op, 1, 1, pa, 0, 0, pb, 0, 0, po);
-  if (nd == 1) return cpu::binary_2d(op, 1, l.shape[0], pa, 0, l.sa[0], pb, 0, l.sb[0], po);
+  if (nd == 0) return kernel(d, op, 1, 1, pa, 0, 0, pb, 0, 0, po);
+  if (nd == 1) return kernel(d, op, 1, l.shape[0], pa, 0, l.sa[0], pb, 0, l.sb[0], po);
   // Innermost two dims per kernel call; any outer dims walked here.
   const int64_t rows = l.shape[nd - 2], n = l.shape[nd - 1];
   Shape outer(l.shape.begin(), l.shape.end() - 2);
   Shape oa(l.sa.begin(), l.sa.end() - 2), ob(l.sb.begin(), l.sb.end() - 2);
   int64_t k = 0;
   for_each_offset<2>(outer, {&oa, &ob}, [&](int64_t offa, int64_t offb) {
-    cpu::binary_2d(op, rows, n, pa + offa, l.sa[nd - 2], l.sa[nd - 1], pb + offb, l.sb[nd - 2],
-                   l.sb[nd - 1], po + (k++) * rows * n);
+    kernel(d, op, rows, n, pa + offa, l.sa[nd - 2], l.sa[nd - 1], pb + offb, l.sb[nd - 2],
+           l.sb[nd - 1], po + (k++) * rows * n);
   });
 }
 
@@ -118,7 +120,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op);
   check_f32(a, name);
   check_f32(b, name);
-  Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name));
+  const Device device = dispatch::common_device(name, {&a, &b});
+  Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), DType::f32, device);
   if (out.numel() > 0) binary_into(op, a, b, out);
   if (auto node = autograd::make_node<BinaryBackward>({a, b})) {
     node->op = op;

@@ -1,6 +1,6 @@
 // embedding: a row gather forward, a deterministic scatter-add backward into weight.
-#include "cohort/kernels/cpu/embedding.h"
 #include "cohort/autograd/node.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::ops {
@@ -11,9 +11,10 @@ struct EmbeddingBackward : autograd::Node {
   int64_t v = 0, d = 0;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
-    Tensor dw = empty({v, d});
-    cpu::embedding_backward(g.data<float>(), indices.data<int64_t>(), indices.numel(), v, d,
-                            dw.data<float>());
+    const Device dev = g.device();
+    Tensor dw = empty({v, d}, DType::f32, dev);
+    dispatch::need(dispatch::kernels_for(dev).embedding_backward, "embedding backward", dev)(
+        dev, g.data<float>(), indices.data<int64_t>(), indices.numel(), v, d, dw.data<float>());
     return {dw, Tensor()};
   }
   std::string name() const override { return "EmbeddingBackward"; }
@@ -28,8 +29,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   COHORT_CHECK_ARG(indices.dtype() == DType::i64, "embedding: indices must be int64, got ",
                    dtype_name(indices.dtype()), " (shape ", shape_str(indices.shape()), ")");
   const int64_t v = weight.size(0), d = weight.size(1);
+  const Device dev = dispatch::common_device("embedding", {&weight, &indices});
   Tensor idx = indices.contiguous_raw();
-  const int64_t* ip = idx.data<int64_t>();
+  const Tensor idx_host = idx.to(Device::cpu());  // the range check reads every index
+  const int64_t* ip = idx_host.data<int64_t>();
   const int64_t n = idx.numel();
   for (int64_t i = 0; i < n; ++i) {
     COHORT_CHECK_ARG(ip[i] >= 0 && ip[i] < v, "embedding: index ", ip[i], " at position ", i,
@@ -39,8 +42,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Tensor w = weight.contiguous_raw();
   Shape out_shape = indices.shape();
   out_shape.push_back(d);
-  Tensor out = empty(out_shape);
-  cpu::embedding_forward(w.data<float>(), d, ip, n, out.data<float>());
+  Tensor out = empty(out_shape, DType::f32, dev);
+  dispatch::need(dispatch::kernels_for(dev).embedding_forward, "embedding", dev)(
+      dev, w.data<float>(), v, d, idx.data<int64_t>(), n, out.data<float>());
   if (auto node = autograd::make_node<EmbeddingBackward>({weight, indices})) {
     node->indices = idx;
     node->v = v;

@@ -5,6 +5,7 @@
 
 #include "cohort/autograd/node.h"
 #include "cohort/core/thread_pool.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/kernels/cpu/gemm.h"
 #include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
@@ -54,8 +55,15 @@ Operand make_operand(const Tensor& t) {
 
 // c [batch, m, n] (contiguous) = A_b [m, k] x B_b [k, n] for each b. Many small products run in
 // parallel over the batch (single-threaded gemms); large ones let OpenBLAS use the threads.
+// On a device, one gemm per batch element in turn on its stream.
 template <typename GetA, typename GetB>
-void batched_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, GetA a, GetB b, float* c) {
+void batched_gemm(Device d, int64_t batch, int64_t m, int64_t n, int64_t k, GetA a, GetB b,
+                  float* c) {
+  if (!d.is_cpu()) {
+    const auto gemm = dispatch::kernels_for(d).sgemm;
+    for (int64_t i = 0; i < batch; ++i) gemm(d, m, n, k, 1.0f, a(i), b(i), 0.0f, c + i * m * n, n);
+    return;
+  }
   // The small-product path does not depend on the thread count, so neither do the results.
   if (batch > 1 && m * n * k < (int64_t(1) << 21)) {
     cpu::SerialBlasScope serial;
@@ -87,19 +95,20 @@ struct BmmBackward : autograd::Node {
   int64_t batch = 0;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
+    const Device d = g.device();
     const int64_t m = a.rows, k = a.cols, n = b.cols;
     const float* gp = g.data<float>();
     auto gb = [&](int64_t i) { return MatRef{gp + i * m * n, std::max<int64_t>(n, 1)}; };
     Tensor da, db;
     if (needs_grad(0)) {  // dA_b [M, K] = g_b [M, N] x B_b^T [N, K]
-      da = empty({batch, m, k});
+      da = empty({batch, m, k}, DType::f32, d);
       batched_gemm(
-          batch, m, k, n, gb, [&](int64_t i) { return b.at_t(i); }, da.data<float>());
+          d, batch, m, k, n, gb, [&](int64_t i) { return b.at_t(i); }, da.data<float>());
     }
     if (needs_grad(1)) {  // dB_b [K, N] = A_b^T [K, M] x g_b [M, N]
-      db = empty({batch, k, n});
+      db = empty({batch, k, n}, DType::f32, d);
       batched_gemm(
-          batch, k, n, m, [&](int64_t i) { return a.at_t(i); }, gb, db.data<float>());
+          d, batch, k, n, m, [&](int64_t i) { return a.at_t(i); }, gb, db.data<float>());
     }
     return {da, db};
   }
@@ -113,17 +122,19 @@ struct MmBackward : autograd::Node {
   Shape a_shape;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
+    const Device d = g.device();
+    const auto gemm = dispatch::kernels_for(d).sgemm;
     const int64_t m = a.rows, k = a.cols, n = b.cols;
     const MatRef gm{g.data<float>(), std::max<int64_t>(n, 1)};
     Tensor da, db;
     if (needs_grad(0)) {
-      da = empty({m, k});
-      cpu::sgemm(m, k, n, 1.0f, gm, b.at_t(0), 0.0f, da.data<float>(), std::max<int64_t>(k, 1));
+      da = empty({m, k}, DType::f32, d);
+      gemm(d, m, k, n, 1.0f, gm, b.at_t(0), 0.0f, da.data<float>(), std::max<int64_t>(k, 1));
       da = view_as_shape(da, a_shape);
     }
     if (needs_grad(1)) {
-      db = empty({k, n});
-      cpu::sgemm(k, n, m, 1.0f, a.at_t(0), gm, 0.0f, db.data<float>(), std::max<int64_t>(n, 1));
+      db = empty({k, n}, DType::f32, d);
+      gemm(d, k, n, m, 1.0f, a.at_t(0), gm, 0.0f, db.data<float>(), std::max<int64_t>(n, 1));
     }
     return {da, db};
   }
@@ -136,22 +147,25 @@ struct LinearBackward : autograd::Node {
   Shape x_shape;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
+    const Device d = g.device();
+    const dispatch::KernelTable& kt = dispatch::kernels_for(d);
     const int64_t rows = x.rows, in = x.cols, out = w.rows;
     const float* gp = g.data<float>();
     const int64_t ldg = std::max<int64_t>(out, 1), ldi = std::max<int64_t>(in, 1);
     Tensor dx, dw, db;
     if (needs_grad(0)) {  // dx [R, in] = g [R, out] x W [out, in]; skipped for a first layer
-      dx = empty({rows, in});
-      cpu::sgemm(rows, in, out, 1.0f, {gp, ldg}, w.at(0), 0.0f, dx.data<float>(), ldi);
+      dx = empty({rows, in}, DType::f32, d);
+      kt.sgemm(d, rows, in, out, 1.0f, {gp, ldg}, w.at(0), 0.0f, dx.data<float>(), ldi);
       dx = view_as_shape(dx, x_shape);
     }
     if (needs_grad(1)) {  // dW [out, in] = g^T [out, R] x x [R, in], into DDP's bucket if armed
-      dw = grad_buffer(1, {out, in});
-      cpu::sgemm(out, in, rows, 1.0f, {gp, ldg, Trans::kYes}, x.at(0), 0.0f, dw.data<float>(), ldi);
+      dw = grad_buffer(1, {out, in}, d);
+      kt.sgemm(d, out, in, rows, 1.0f, {gp, ldg, Trans::kYes}, x.at(0), 0.0f, dw.data<float>(),
+               ldi);
     }
     if (needs_grad(2)) {  // db [out] = column sums of g
-      db = grad_buffer(2, {out});
-      cpu::sum_rows(gp, rows, out, db.data<float>());
+      db = grad_buffer(2, {out}, d);
+      kt.sum_rows(d, gp, rows, out, db.data<float>());
     }
     return {dx, dw, db};
   }
@@ -161,8 +175,10 @@ struct LinearBackward : autograd::Node {
 Tensor mm(const Tensor& a2, const Tensor& b, const Tensor& a_orig, const Shape& out_shape) {
   Operand ao = make_operand(a2), bo = make_operand(b);
   const int64_t m = ao.rows, k = ao.cols, n = bo.cols;
-  Tensor out = empty({m, n});
-  cpu::sgemm(m, n, k, 1.0f, ao.at(0), bo.at(0), 0.0f, out.data<float>(), std::max<int64_t>(n, 1));
+  const Device d = dispatch::common_device("matmul", {&a2, &b});
+  Tensor out = empty({m, n}, DType::f32, d);
+  dispatch::kernels_for(d).sgemm(d, m, n, k, 1.0f, ao.at(0), bo.at(0), 0.0f, out.data<float>(),
+                                 std::max<int64_t>(n, 1));
   out = view_as_shape(out, out_shape);
   if (auto node = autograd::make_node<MmBackward>({a_orig, b})) {
     node->a = std::move(ao);
@@ -176,9 +192,10 @@ Tensor mm(const Tensor& a2, const Tensor& b, const Tensor& a_orig, const Shape& 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   Operand ao = make_operand(a), bo = make_operand(b);
   const int64_t batch = a.size(0), m = ao.rows, k = ao.cols, n = bo.cols;
-  Tensor out = empty({batch, m, n});
+  const Device d = dispatch::common_device("matmul", {&a, &b});
+  Tensor out = empty({batch, m, n}, DType::f32, d);
   batched_gemm(
-      batch, m, n, k, [&](int64_t i) { return ao.at(i); }, [&](int64_t i) { return bo.at(i); },
+      d, batch, m, n, k, [&](int64_t i) { return ao.at(i); }, [&](int64_t i) { return bo.at(i); },
       out.data<float>());
   if (auto node = autograd::make_node<BmmBackward>({a, b})) {
     node->a = std::move(ao);
@@ -230,11 +247,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   Operand xo = make_operand(as_rows(x)), wo = make_operand(weight);
   const int64_t rows = xo.rows;
-  Tensor y = empty({rows, out});
+  const Device d = dispatch::common_device("linear", {&x, &weight, &bias});
+  const dispatch::KernelTable& kt = dispatch::kernels_for(d);
+  Tensor y = empty({rows, out}, DType::f32, d);
   float* yp = y.data<float>();
-  if (b.defined()) cpu::fill_rows(yp, b.data<float>(), rows, out);
-  cpu::sgemm(rows, out, in, 1.0f, xo.at(0), wo.at_t(0), b.defined() ? 1.0f : 0.0f, yp,
-             std::max<int64_t>(out, 1));
+  if (b.defined()) kt.fill_rows(d, yp, b.data<float>(), rows, out);
+  kt.sgemm(d, rows, out, in, 1.0f, xo.at(0), wo.at_t(0), b.defined() ? 1.0f : 0.0f, yp,
+           std::max<int64_t>(out, 1));
   Shape out_shape = x.shape();
   out_shape.back() = out;
   y = view_as_shape(y, out_shape);

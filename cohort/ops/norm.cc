@@ -1,7 +1,7 @@
 // layer_norm over the last dim, fused: one kernel pass forward (keeping mean and 1/std per row)
 // and one backward for x, weight and bias together.
-#include "cohort/kernels/cpu/norm.h"
 #include "cohort/autograd/node.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
@@ -18,13 +18,15 @@ struct LayerNormBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
     const int64_t rows = x.size(0), d = x.size(1);
+    const Device dev = x.device();
     Tensor dx, dw, db;
     cpu::LayerNormGrads out;
-    if (needs_grad(0)) out.dx = (dx = empty(x_shape)).data<float>();
-    if (needs_grad(1)) out.dw = (dw = empty({d})).data<float>();
-    if (needs_grad(2)) out.db = (db = empty({d})).data<float>();
-    cpu::layer_norm_backward(g.data<float>(), x.data<float>(), ptr_or_null(w), mean.data<float>(),
-                             rstd.data<float>(), rows, d, out);
+    if (needs_grad(0)) out.dx = (dx = empty(x_shape, DType::f32, dev)).data<float>();
+    if (needs_grad(1)) out.dw = (dw = empty({d}, DType::f32, dev)).data<float>();
+    if (needs_grad(2)) out.db = (db = empty({d}, DType::f32, dev)).data<float>();
+    dispatch::need(dispatch::kernels_for(dev).layer_norm_backward, "layer_norm backward", dev)(
+        dev, g.data<float>(), x.data<float>(), ptr_or_null(w), mean.data<float>(),
+        rstd.data<float>(), rows, d, out);
     return {dx, dw, db};
   }
   std::string name() const override { return "LayerNormBackward"; }
@@ -51,9 +53,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   const int64_t d = x.size(-1), rows = d == 0 ? 0 : x.numel() / d;
   Tensor xc = x.contiguous_raw();
   xc = xc.as_strided({rows, d}, {d, 1}, xc.offset());
-  Tensor y = empty(x.shape()), mean = empty({rows}), rstd = empty({rows});
-  cpu::layer_norm_forward(xc.data<float>(), ptr_or_null(w), ptr_or_null(b), rows, d, float(eps),
-                          y.data<float>(), mean.data<float>(), rstd.data<float>());
+  const Device dev = dispatch::common_device("layer_norm", {&x, &weight, &bias});
+  Tensor y = empty(x.shape(), DType::f32, dev), mean = empty({rows}, DType::f32, dev),
+         rstd = empty({rows}, DType::f32, dev);
+  dispatch::need(dispatch::kernels_for(dev).layer_norm_forward, "layer_norm", dev)(
+      dev, xc.data<float>(), ptr_or_null(w), ptr_or_null(b), rows, d, float(eps), y.data<float>(),
+      mean.data<float>(), rstd.data<float>());
   if (auto node = autograd::make_node<LayerNormBackward>({x, weight, bias})) {
     node->x = xc;
     node->w = w;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "cohort/autograd/node.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/kernels/cpu/reduce.h"
 #include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
@@ -75,11 +76,13 @@ Tensor arrange(const Tensor& x, const Plan& p) {
 
 // g (the shape of the reduction's output) * scale, repeated over the reduced dims.
 Tensor expand_back(const Tensor& grad, const Plan& p, float scale) {
-  Tensor out = empty(p.in_shape);
+  Tensor out = empty(p.in_shape, DType::f32, grad.device());
   if (out.numel() == 0) return out;
   Tensor g = grad.contiguous_raw();
   if (p.block) {
-    cpu::broadcast_middle(g.data<float>(), p.outer, p.r, p.inner, scale, out.data<float>());
+    const Device d = g.device();
+    dispatch::need(dispatch::kernels_for(d).broadcast_middle, "sum backward", d)(
+        d, g.data<float>(), p.outer, p.r, p.inner, scale, out.data<float>());
     return out;
   }
   if (scale != 1.0f) g = mul_scalar(g, scale);
@@ -104,13 +107,14 @@ Tensor reduce_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdi
   check_f32(x, op);
   Plan p = plan_reduce(x.shape(), dims, keepdim, op);
   Tensor src = arrange(x, p);
-  Tensor out = empty(p.out_shape);
+  const Device d = x.device();
+  const dispatch::KernelTable& k = dispatch::kernels_for(d);
+  Tensor out = empty(p.out_shape, DType::f32, d);
   float* o = out.data<float>();
-  cpu::sum_middle(src.data<float>(), p.outer, p.r, p.inner, o);
+  dispatch::need(k.sum_middle, op, d)(d, src.data<float>(), p.outer, p.r, p.inner, o);
   // mean of nothing is NaN (0 * inf), as torch.
   const float scale = mean ? float(1.0 / double(p.r)) : 1.0f;
-  if (mean)
-    for (int64_t i = 0; i < out.numel(); ++i) o[i] *= scale;
+  if (mean) k.affine(d, o, scale, 0.0f, o, out.numel());
   if (auto node = autograd::make_node<SumBackward>({x})) {
     node->plan = std::move(p);
     node->scale = scale;
@@ -165,6 +169,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
   DimPlan p = plan_dim(x, dim, keepdim, "max");
+  check_cpu(x, "max");
   Tensor xc = x.contiguous_raw();
   Tensor val = empty(p.out_shape), idx = empty(p.out_shape, DType::i64);
   cpu::max_middle(xc.data<float>(), p.outer, p.r, p.inner, val.data<float>(), idx.data<int64_t>());
@@ -181,6 +186,7 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
 
 Tensor argmax(const Tensor& x, int64_t dim) {
   DimPlan p = plan_dim(x, dim, false, "argmax");
+  check_cpu(x, "argmax");
   Tensor xc = x.contiguous_raw();
   Tensor val = empty(p.out_shape), idx = empty(p.out_shape, DType::i64);
   cpu::max_middle(xc.data<float>(), p.outer, p.r, p.inner, val.data<float>(), idx.data<int64_t>());

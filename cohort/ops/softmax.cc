@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "cohort/autograd/node.h"
-#include "cohort/kernels/cpu/softmax.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
@@ -51,8 +51,8 @@ struct RowLayout {
   Tensor restore(const Tensor& r) const { return moved ? permuted(r, from_last).clone_raw() : r; }
 };
 
-using RowKernel = void (*)(const float*, int64_t, int64_t, float*);
-using RowGradKernel = void (*)(const float*, const float*, int64_t, int64_t, float*);
+using dispatch::KernelTable;
+using RowGradKernel = decltype(KernelTable::softmax_backward_rows);
 
 struct SoftmaxBackward : autograd::Node {
   RowLayout layout;
@@ -62,8 +62,9 @@ struct SoftmaxBackward : autograd::Node {
   explicit SoftmaxBackward(RowLayout l) : layout(std::move(l)) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = layout.rows_of(grads[0]);
-    Tensor dx = empty(y.shape());
-    kernel(y.data<float>(), g.data<float>(), layout.rows, layout.cols, dx.data<float>());
+    Tensor dx = empty(y.shape(), DType::f32, y.device());
+    kernel(y.device(), y.data<float>(), g.data<float>(), layout.rows, layout.cols,
+           dx.data<float>());
     return {layout.restore(dx)};
   }
   std::string name() const override { return log ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
@@ -74,13 +75,16 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   check_f32(x, op);
   RowLayout layout(x, dim, op);
   Tensor xr = layout.rows_of(x);
-  Tensor yr = empty(xr.shape());
-  RowKernel kernel = log ? cpu::log_softmax_rows : cpu::softmax_rows;
-  kernel(xr.data<float>(), layout.rows, layout.cols, yr.data<float>());
+  const Device d = x.device();
+  const KernelTable& k = dispatch::kernels_for(d);
+  Tensor yr = empty(xr.shape(), DType::f32, d);
+  dispatch::need(log ? k.log_softmax_rows : k.softmax_rows, op, d)(d, xr.data<float>(), layout.rows,
+                                                                   layout.cols, yr.data<float>());
   Tensor out = layout.restore(yr);
   if (auto node = autograd::make_node<SoftmaxBackward>({x}, layout)) {
     node->y = yr.detach();
-    node->kernel = log ? cpu::log_softmax_backward_rows : cpu::softmax_backward_rows;
+    node->kernel =
+        dispatch::need(log ? k.log_softmax_backward_rows : k.softmax_backward_rows, op, d);
     node->log = log;
     autograd::set_history(out, node);
   }
@@ -91,10 +95,12 @@ struct CrossEntropyBackward : autograd::Node {
   Tensor logits, targets, stats;  // contiguous [N, C], [N], [N, 2]
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const int64_t n = logits.size(0), c = logits.size(1);
-    const float g = *grads[0].data<float>();  // dL/dloss: the loss is one element
-    Tensor dx = empty(logits.shape());
-    cpu::cross_entropy_backward(logits.data<float>(), targets.data<int64_t>(), stats.data<float>(),
-                                n, c, g / float(n), dx.data<float>());
+    const Device d = logits.device();
+    const float g = grads[0].item<float>();  // dL/dloss: the loss is one element
+    Tensor dx = empty(logits.shape(), DType::f32, d);
+    dispatch::need(dispatch::kernels_for(d).cross_entropy_backward, "cross_entropy backward", d)(
+        d, logits.data<float>(), targets.data<int64_t>(), stats.data<float>(), n, c, g / float(n),
+        dx.data<float>());
     return {dx, Tensor()};
   }
   std::string name() const override { return "CrossEntropyBackward"; }
@@ -125,15 +131,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
                    shape_str(logits.shape()));
   check_targets(logits, targets);
   const int64_t n = logits.size(0), c = logits.size(1);
+  const Device d = dispatch::common_device("cross_entropy", {&logits, &targets});
   Tensor x = logits.contiguous_raw(), t = targets.contiguous_raw();
-  const int64_t* tp = t.data<int64_t>();
+  const Tensor t_host = t.to(Device::cpu());  // the range check reads every target
+  const int64_t* tp = t_host.data<int64_t>();
   for (int64_t i = 0; i < n; ++i)
     COHORT_CHECK_ARG(tp[i] >= 0 && tp[i] < c, "cross_entropy: target ", tp[i], " at position ", i,
                      " is out of range for ", c, " classes (logits ", shape_str(logits.shape()),
                      ")");
-  Tensor stats = empty({n, 2});
-  const double total = cpu::cross_entropy_forward(x.data<float>(), tp, n, c, stats.data<float>());
-  Tensor out = full({}, total / double(n));  // mean over N; NaN for N = 0, as torch
+  Tensor stats = empty({n, 2}, DType::f32, d);
+  const double total =
+      dispatch::need(dispatch::kernels_for(d).cross_entropy_forward, "cross_entropy", d)(
+          d, x.data<float>(), t.data<int64_t>(), n, c, stats.data<float>());
+  // mean over N; NaN for N = 0, as torch
+  Tensor out = full({}, total / double(n)).to(d);
   if (auto node = autograd::make_node<CrossEntropyBackward>({logits, targets})) {
     node->logits = x.detach();
     node->targets = t.detach();

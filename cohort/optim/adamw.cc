@@ -4,39 +4,10 @@
 
 #include "cohort/autograd/node.h"
 #include "cohort/core/thread_pool.h"
-#include "cohort/kernels/cpu/simd.h"
+#include "cohort/dispatch/kernel_table.h"
+#include "cohort/kernels/cpu/optim.h"
 
 namespace cohort::optim {
-namespace {
-
-// Scalars are computed in double and rounded once to float, as PyTorch does for its Python
-// scalars; the elementwise arithmetic is float32, in the same order as torch's single-tensor
-// AdamW (lerp for m, mul + addcmul for v, addcdiv for p).
-struct AdamScalars {
-  float decay;         // 1 - lr * weight_decay
-  float one_minus_b1;  // lerp weight for m
-  float b2, one_minus_b2;
-  float bc2_sqrt;  // sqrt(1 - beta2^t)
-  float eps;
-  float neg_step_size;  // -lr / (1 - beta1^t)
-};
-
-// p, g, m, v [n]: one fused pass over the four arrays.
-COHORT_SIMD_CLONES
-void adamw_update(float* __restrict p, const float* __restrict g, float* __restrict m,
-                  float* __restrict v, int64_t n, AdamScalars s) {
-  for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i];
-    float mi = m[i] + s.one_minus_b1 * (gi - m[i]);
-    float vi = v[i] * s.b2 + s.one_minus_b2 * (gi * gi);
-    m[i] = mi;
-    v[i] = vi;
-    float denom = std::sqrt(vi) / s.bc2_sqrt + s.eps;
-    p[i] = p[i] * s.decay + s.neg_step_size * (mi / denom);
-  }
-}
-
-}  // namespace
 
 AdamW::AdamW(NamedParams params, AdamWOptions opt)
     : Optimizer(std::move(params), opt.lr, {"exp_avg", "exp_avg_sq"}), opt_(opt) {
@@ -66,7 +37,7 @@ void AdamW::step() {
     ParamState& st = state_[i];
     ++st.step;
     double t = double(st.step);
-    AdamScalars s{};
+    cpu::AdamScalars s{};
     s.decay = float(1.0 - lr_ * opt_.weight_decay);
     s.one_minus_b1 = float(1.0 - b1);
     s.b2 = float(b2);
@@ -74,12 +45,18 @@ void AdamW::step() {
     s.bc2_sqrt = float(std::sqrt(1.0 - std::pow(b2, t)));
     s.eps = float(opt_.eps);
     s.neg_step_size = float(-lr_ / (1.0 - std::pow(b1, t)));
-    float* p = params_[i].second.data<float>();
+    const Tensor& param = params_[i].second;
+    float* p = param.data<float>();
     const float* gp = g.data<float>();
     float* m = st.slots[0].data<float>();
     float* v = st.slots[1].data<float>();
-    parallel_for(0, params_[i].second.numel(), kUpdateGrain, [&](int64_t lo, int64_t hi) {
-      adamw_update(p + lo, gp + lo, m + lo, v + lo, hi - lo, s);
+    if (const Device d = param.device(); !d.is_cpu()) {  // the device's fused update
+      dispatch::need(dispatch::kernels_for(d).adamw_update, "AdamW", d)(d, p, gp, m, v,
+                                                                        param.numel(), s);
+      continue;
+    }
+    parallel_for(0, param.numel(), kUpdateGrain, [&](int64_t lo, int64_t hi) {
+      cpu::adamw_update(p + lo, gp + lo, m + lo, v + lo, hi - lo, s);
     });
   }
 }

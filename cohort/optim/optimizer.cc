@@ -74,6 +74,8 @@ Tensor Optimizer::grad_of(size_t i) const {
   COHORT_CHECK_ARG(g.shape() == p.shape() && g.dtype() == DType::f32, type_name(),
                    ": gradient of '", params_[i].first, "' is ", dtype_name(g.dtype()), " ",
                    shape_str(g.shape()), ", parameter is ", shape_str(p.shape()));
+  COHORT_CHECK_ARG(g.device() == p.device(), type_name(), ": gradient of '", params_[i].first,
+                   "' is on ", g.device().str(), ", the parameter on ", p.device().str());
   return g.is_contiguous() ? g : g.contiguous_raw();
 }
 
@@ -82,7 +84,7 @@ void Optimizer::ensure_slots(size_t i) {
   if (!s.slots.empty()) return;
   MemoryKindScope kind(MemoryKind::kOptimizer);  // counted as optimizer state (allocator.h)
   for (size_t k = 0; k < slot_names_.size(); ++k)
-    s.slots.push_back(zeros(params_[i].second.shape()));
+    s.slots.push_back(zeros(params_[i].second.shape(), DType::f32, params_[i].second.device()));
 }
 
 OptimizerState Optimizer::export_state() const {

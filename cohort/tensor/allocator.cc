@@ -3,19 +3,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <unordered_map>
-#include <vector>
+
+#include "cohort/tensor/block_cache.h"
 
 namespace cohort {
 
 struct CpuAllocator::Impl {
   mutable std::mutex mu;  // guards everything below
-  std::unordered_map<size_t, std::vector<void*>> free_lists;
+  // Above 8 GiB cached, returned blocks go back to the OS instead.
+  BlockCache cache{uint64_t(8) << 30};
   AllocatorStats stats;
   MemoryUsage usage;
   std::string limit_set_by;
-  // Above this many cached bytes, returned blocks go back to the OS instead.
-  static constexpr uint64_t kMaxCached = uint64_t(8) << 30;
 
   // Counts `n` more bytes of kind k, raising the peaks. Under mu.
   void add(MemoryKind k, uint64_t n) {
@@ -90,12 +89,9 @@ void* CpuAllocator::allocate(size_t nbytes, size_t* rounded, MemoryKind kind) {
     }
     s->add(kind, size);
     s->stats.bytes_in_use += size;
-    auto it = s->free_lists.find(size);
-    if (it != s->free_lists.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
+    if (void* p = s->cache.take(size)) {
       s->stats.cache_hits++;
-      s->stats.bytes_cached -= size;
+      s->stats.bytes_cached = s->cache.bytes_cached();
       return p;
     }
     s->stats.system_allocs++;
@@ -117,9 +113,8 @@ void CpuAllocator::deallocate(void* p, size_t rounded, MemoryKind kind) {
     std::lock_guard<std::mutex> lock(s->mu);
     s->sub(kind, rounded);
     s->stats.bytes_in_use -= rounded;
-    if (s->stats.bytes_cached + rounded <= Impl::kMaxCached) {
-      s->free_lists[rounded].push_back(p);
-      s->stats.bytes_cached += rounded;
+    if (s->cache.put(p, rounded)) {
+      s->stats.bytes_cached = s->cache.bytes_cached();
       return;
     }
   }
@@ -163,9 +158,7 @@ void CpuAllocator::set_limit(uint64_t bytes, std::string set_by) {
 void CpuAllocator::empty_cache() {
   Impl* s = impl();
   std::lock_guard<std::mutex> lock(s->mu);
-  for (auto& [size, list] : s->free_lists)
-    for (void* p : list) std::free(p);
-  s->free_lists.clear();
+  s->cache.drain([](void* p, size_t) { std::free(p); });
   s->stats.bytes_cached = 0;
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "cohort/tensor/device_memory.h"
 #include "cohort/tensor/strided.h"
 
 namespace cohort {
@@ -50,6 +51,21 @@ template <typename T>
 constexpr bool kWide =
     std::is_same_v<T, double> || std::is_same_v<T, int64_t> || std::is_same_v<T, int32_t>;
 
+// A copy with a device other than the CPU on either side: the device backend moves the bytes,
+// so both tensors must be contiguous and of one dtype (a strided or converting copy on the
+// device is an op's work, not a memcpy's).
+void copy_across_devices(const Tensor& dst, const Tensor& src) {
+  COHORT_CHECK_ARG(dst.dtype() == src.dtype(), "copy_: from ", dtype_name(src.dtype()), " on ",
+                   src.device().str(), " to ", dtype_name(dst.dtype()), " on ", dst.device().str(),
+                   ": a copy between devices keeps the dtype (convert on one side first)");
+  COHORT_CHECK_ARG(dst.is_contiguous() && src.is_contiguous(), "copy_: from ", src.device().str(),
+                   " to ", dst.device().str(),
+                   " needs contiguous tensors (call contiguous() on the device first)");
+  const Device device = dst.device().is_cpu() ? src.device() : dst.device();
+  device_memory(device).copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(),
+                             dst.nbytes());
+}
+
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& src) {
@@ -57,6 +73,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
                    shape_str(src.shape()), "), destination has ", numel(), " (shape ",
                    shape_str(shape()), ")");
   if (numel() == 0) return *this;
+  if (!device().is_cpu() || !src.device().is_cpu()) {
+    copy_across_devices(*this, src);
+    return *this;
+  }
   if (dtype() == src.dtype() && is_contiguous() && src.is_contiguous()) {
     std::memmove(raw_data(), src.raw_data(), nbytes());
     return *this;
@@ -76,6 +96,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(double value) {
+  if (!device().is_cpu()) {  // filled on the host, then copied (initialisation, not a hot path)
+    Tensor host = empty(shape(), dtype());
+    host.fill_(value);
+    return copy_(host);
+  }
   COHORT_DISPATCH(dtype(), T, {
     T v = T(value);
     if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) v = T(float(value));

@@ -6,6 +6,7 @@
 #include "cohort/core/rng.h"
 #include "cohort/core/thread_pool.h"
 #include "cohort/tensor/allocator.h"
+#include "cohort/tensor/device_memory.h"
 #include "cohort/tensor/strided.h"
 
 namespace cohort {
@@ -41,10 +42,25 @@ int64_t normalize_dim(int64_t d, int64_t ndim, const char* op) {
   return n;
 }
 
+namespace {
+
+// A block for a Storage: the CPU's caching allocator, counted as `kind`, or the device's
+// backend (device_memory.h), which keeps its own accounting.
+void* allocate_block(Device device, size_t nbytes, size_t* rounded, MemoryKind kind) {
+  if (device.is_cpu()) return CpuAllocator::instance().allocate(nbytes, rounded, kind);
+  return device_memory(device).allocate(device.index, nbytes, rounded);
+}
+
+void free_block(Device device, void* p, size_t rounded, MemoryKind kind) {
+  if (device.is_cpu()) return CpuAllocator::instance().deallocate(p, rounded, kind);
+  device_memory(device).deallocate(device.index, p, rounded);
+}
+
+}  // namespace
+
 Storage::Storage(size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device), kind_(current_memory_kind()) {
-  COHORT_CHECK_ARG(device.is_cpu(), "device ", device.str(), " is not available in this build");
-  data_ = CpuAllocator::instance().allocate(nbytes, &rounded_, kind_);
+  data_ = allocate_block(device, nbytes, &rounded_, kind_);
 }
 Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
     : data_(data),
@@ -58,7 +74,7 @@ Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
 Storage::~Storage() {
   MemoryKind k = kind_.load(std::memory_order_relaxed);
   if (!external_) {
-    CpuAllocator::instance().deallocate(data_, rounded_, k);
+    if (data_) free_block(device_, data_, rounded_, k);
   } else if (k != MemoryKind::kCount) {
     CpuAllocator::instance().move_bytes(rounded_, k, MemoryKind::kCount);
   }
@@ -67,7 +83,8 @@ Storage::~Storage() {
 void Storage::set_memory_kind(MemoryKind kind) {
   if (kind_.load(std::memory_order_relaxed) == kind) return;
   MemoryKind old = kind_.exchange(kind);
-  if (released()) return;  // holds no bytes now; reacquire() counts them as `kind`
+  if (released()) return;         // holds no bytes now; reacquire() counts them as `kind`
+  if (!device_.is_cpu()) return;  // counted by the device's backend, not by kind
   CpuAllocator::instance().move_bytes(rounded_, old, kind);
 }
 
@@ -79,14 +96,13 @@ void tag_memory(const Tensor& t, MemoryKind kind) {
 void Storage::release() {
   COHORT_CHECK_ARG(!external_, "Storage::release: the memory is owned elsewhere");
   if (data_ == nullptr) return;
-  CpuAllocator::instance().deallocate(data_, rounded_, kind_.load(std::memory_order_relaxed));
+  free_block(device_, data_, rounded_, kind_.load(std::memory_order_relaxed));
   data_ = nullptr;
 }
 
 void Storage::reacquire() {
   if (data_ != nullptr || nbytes_ == 0) return;
-  data_ =
-      CpuAllocator::instance().allocate(nbytes_, &rounded_, kind_.load(std::memory_order_relaxed));
+  data_ = allocate_block(device_, nbytes_, &rounded_, kind_.load(std::memory_order_relaxed));
 }
 
 TensorImpl& Tensor::impl() const {
@@ -157,6 +173,13 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
   t->strides = strides;
   t->dtype = dtype();
   return Tensor(std::move(t));
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == this->device()) return *this;
+  Tensor out = empty(shape(), dtype(), device);
+  out.copy_(this->device().is_cpu() ? contiguous_raw() : *this);  // a host view gathers first
+  return out;
 }
 
 Tensor Tensor::contiguous_raw() const {

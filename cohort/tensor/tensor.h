@@ -127,6 +127,10 @@ class Tensor {
 
   // Views without autograd: same storage, new shape/strides. Used by kernels and by ops.
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+  // This tensor on `device`: itself when already there, else a contiguous copy (no autograd).
+  // A copy between devices keeps the dtype and needs a contiguous source; a device without a
+  // backend (tensor/device_memory.h) is an InvalidArgument saying why.
+  Tensor to(Device device) const;
   // A contiguous copy when not already contiguous (no autograd; see ops for the graph version).
   Tensor contiguous_raw() const;
   Tensor clone_raw() const;

@@ -1,0 +1,152 @@
+#include "cohort/device/cuda_kernels.h"
+
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "cohort/device/cuda_memory.h"
+#include "cohort/kernels/cuda/elementwise.h"
+#include "cohort/kernels/cuda/embedding.h"
+#include "cohort/kernels/cuda/layer_norm.h"
+#include "cohort/kernels/cuda/matmul.h"
+#include "cohort/kernels/cuda/optim.h"
+#include "cohort/kernels/cuda/reduce.h"
+#include "cohort/kernels/cuda/softmax.h"
+
+namespace cohort::device {
+namespace {
+
+using cpu::BinaryOp;
+using cpu::MatRef;
+using cpu::UnaryOp;
+
+// The stream of d's GPU, with d made the thread's current device (kernels launch there).
+cudaStream_t on(Device d) {
+  int current = -1;
+  COHORT_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != d.index) COHORT_CUDA_CHECK(cudaSetDevice(d.index));
+  return cuda_stream(d.index);
+}
+
+// One cuBLASLt handle per GPU, made on first use (it holds a 32 MiB workspace) and kept for the
+// process, as the streams are. Its plan cache is not thread-safe: calls are serialised.
+struct GemmState {
+  std::mutex mu;
+  std::vector<std::unique_ptr<cuda::MatmulHandle>> handles;
+};
+
+GemmState& gemm_state() {
+  static GemmState* s = new GemmState;  // outlives static tensors
+  return *s;
+}
+
+void sgemm(Device d, int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b, float beta,
+           float* c, int64_t ldc) {
+  const cudaStream_t stream = on(d);
+  GemmState& s = gemm_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (int(s.handles.size()) <= d.index) s.handles.resize(size_t(d.index) + 1);
+  auto& h = s.handles[size_t(d.index)];
+  if (!h) h = std::make_unique<cuda::MatmulHandle>(stream);
+  auto ref = [](MatRef r) {
+    return cuda::DeviceMatRef{r.data, r.ld,
+                              r.trans == cpu::Trans::kYes ? cuda::Trans::kYes : cuda::Trans::kNo};
+  };
+  cuda::MatmulArgs args;
+  args.m = m, args.n = n, args.k = k;
+  args.a = ref(a), args.b = ref(b);
+  args.c = c, args.ldc = ldc;
+  args.alpha = alpha, args.beta = beta;
+  h->matmul(args);
+}
+
+void binary_2d(Device d, BinaryOp op, int64_t rows, int64_t n, const float* a, int64_t a_row,
+               int64_t a_col, const float* b, int64_t b_row, int64_t b_col, float* out) {
+  cuda::binary_2d(cuda::math::Binary(op), rows, n, a, a_row, a_col, b, b_row, b_col, out, on(d));
+}
+
+void unary(Device d, UnaryOp op, const float* x, float* out, int64_t n) {
+  cuda::unary(cuda::math::Unary(op), x, out, n, on(d));
+}
+
+template <cuda::math::UnaryGrad G>
+void unary_backward(Device d, const float* y, const float* g, float* dx, int64_t n) {
+  cuda::unary_backward(G, y, g, dx, n, on(d));
+}
+
+// F(args..., stream) as a table entry (Device, args...): for the kernels/cuda functions whose
+// arguments are the table's with the stream last.
+template <auto F, typename Fn = decltype(F)>
+struct OnGpu;
+template <auto F, typename... Ps>
+struct OnGpu<F, void (*)(Ps...)> {
+  using Params = std::tuple<Ps...>;
+  template <size_t... I>
+  static constexpr auto entry(std::index_sequence<I...>) {
+    return +[](Device d, std::tuple_element_t<I, Params>... args) { F(args..., on(d)); };
+  }
+  static constexpr auto call = entry(std::make_index_sequence<sizeof...(Ps) - 1>{});
+};
+
+// The summed loss, copied to the host (the trainer reads it every step anyway).
+double cross_entropy_forward(Device d, const float* logits, const int64_t* targets, int64_t n,
+                             int64_t c, float* stats) {
+  const cudaStream_t stream = on(d);
+  Tensor loss = empty({1}, DType::f64, d);
+  cuda::cross_entropy_forward(logits, targets, n, c, stats, loss.data<double>(), stream);
+  return loss.to(Device::cpu()).data<double>()[0];
+}
+
+// One parameter through the fused multi-tensor kernels (a list of one: optim/ steps parameter
+// by parameter); the scalars are kernels/cpu/optim.h's on both sides.
+void adamw_update(Device d, float* p, const float* g, float* m, float* v, int64_t n,
+                  const cpu::AdamScalars& s) {
+  const cuda::AdamWTensor t{p, g, m, v, n};
+  cuda::adamw_multi_tensor({&t, 1}, s, on(d));
+}
+
+void sgd_update(Device d, float* p, const float* g, float* buf, int64_t n, const cpu::SgdScalars& s,
+                cpu::SgdPhase phase, bool nesterov) {
+  const cuda::SgdTensor t{p, g, buf, n};
+  cuda::sgd_multi_tensor({&t, 1}, s, phase, nesterov, on(d));
+}
+
+const dispatch::KernelTable kCuda = {
+    .binary_2d = binary_2d,
+    .affine = OnGpu<cuda::affine>::call,
+    .unary = unary,
+    .pow_scalar = OnGpu<cuda::pow_scalar>::call,
+    .relu_backward = OnGpu<cuda::relu_backward>::call,
+    .gelu_backward = OnGpu<cuda::gelu_backward>::call,
+    .tanh_backward = unary_backward<cuda::math::UnaryGrad::kTanh>,
+    .sigmoid_backward = unary_backward<cuda::math::UnaryGrad::kSigmoid>,
+    .sqrt_backward = unary_backward<cuda::math::UnaryGrad::kSqrt>,
+    .pow_scalar_backward = OnGpu<cuda::pow_scalar_backward>::call,
+    .sum_middle = OnGpu<cuda::sum_middle>::call,
+    .broadcast_middle = OnGpu<cuda::broadcast_middle>::call,
+    .sgemm = sgemm,
+    .fill_rows = OnGpu<cuda::fill_rows>::call,
+    .sum_rows = OnGpu<cuda::sum_rows>::call,
+    .softmax_rows = OnGpu<cuda::softmax_rows>::call,
+    .log_softmax_rows = OnGpu<cuda::log_softmax_rows>::call,
+    .softmax_backward_rows = OnGpu<cuda::softmax_backward_rows>::call,
+    .log_softmax_backward_rows = OnGpu<cuda::log_softmax_backward_rows>::call,
+    .cross_entropy_forward = cross_entropy_forward,
+    .cross_entropy_backward = OnGpu<cuda::cross_entropy_backward>::call,
+    .layer_norm_forward = OnGpu<cuda::layer_norm_forward>::call,
+    .layer_norm_backward = OnGpu<cuda::layer_norm_backward>::call,
+    .embedding_forward = OnGpu<cuda::embedding_forward>::call,
+    .embedding_backward = OnGpu<cuda::embedding_backward>::call,
+    .adamw_update = adamw_update,
+    .sgd_update = sgd_update,
+};
+
+}  // namespace
+
+const dispatch::KernelTable& cuda_kernel_table() {
+  return kCuda;
+}
+
+}  // namespace cohort::device

@@ -1,0 +1,60 @@
+// The CPU's kernel table: kernels/cpu behind the entry points of kernel_table.h (the Device
+// argument is the CPU's and says nothing more).
+#include "cohort/dispatch/kernel_table.h"
+#include "cohort/kernels/cpu/embedding.h"
+#include "cohort/kernels/cpu/reduce.h"
+#include "cohort/kernels/cpu/softmax.h"
+
+namespace cohort::dispatch {
+namespace {
+
+// f with a leading Device it ignores: one wrapper per kernels/cpu function.
+template <auto F>
+struct OnCpu;
+template <typename R, typename... Args, R (*F)(Args...)>
+struct OnCpu<F> {
+  static R call(Device, Args... args) { return F(args...); }
+};
+
+void embedding_forward(Device, const float* weight, int64_t v, int64_t d, const int64_t* idx,
+                       int64_t n, float* out) {
+  cpu::embedding_forward(weight, d, idx, n, out);  // ops/ checked every index against v
+}
+
+const KernelTable kCpu = {
+    .binary_2d = OnCpu<cpu::binary_2d>::call,
+    .affine = OnCpu<cpu::affine>::call,
+    .unary = OnCpu<cpu::unary>::call,
+    .pow_scalar = OnCpu<cpu::pow_scalar>::call,
+    .relu_backward = OnCpu<cpu::relu_backward>::call,
+    .gelu_backward = OnCpu<cpu::gelu_backward>::call,
+    .tanh_backward = OnCpu<cpu::tanh_backward>::call,
+    .sigmoid_backward = OnCpu<cpu::sigmoid_backward>::call,
+    .sqrt_backward = OnCpu<cpu::sqrt_backward>::call,
+    .pow_scalar_backward = OnCpu<cpu::pow_scalar_backward>::call,
+    .sum_middle = OnCpu<cpu::sum_middle>::call,
+    .broadcast_middle = OnCpu<cpu::broadcast_middle>::call,
+    .sgemm = OnCpu<cpu::sgemm>::call,
+    .fill_rows = OnCpu<cpu::fill_rows>::call,
+    .sum_rows = OnCpu<cpu::sum_rows>::call,
+    .softmax_rows = OnCpu<cpu::softmax_rows>::call,
+    .log_softmax_rows = OnCpu<cpu::log_softmax_rows>::call,
+    .softmax_backward_rows = OnCpu<cpu::softmax_backward_rows>::call,
+    .log_softmax_backward_rows = OnCpu<cpu::log_softmax_backward_rows>::call,
+    .cross_entropy_forward = OnCpu<cpu::cross_entropy_forward>::call,
+    .cross_entropy_backward = OnCpu<cpu::cross_entropy_backward>::call,
+    .layer_norm_forward = OnCpu<cpu::layer_norm_forward>::call,
+    .layer_norm_backward = OnCpu<cpu::layer_norm_backward>::call,
+    .embedding_forward = embedding_forward,
+    .embedding_backward = OnCpu<cpu::embedding_backward>::call,
+    .adamw_update = OnCpu<cpu::adamw_update>::call,
+    .sgd_update = OnCpu<cpu::sgd_update>::call,
+};
+
+}  // namespace
+
+const KernelTable& cpu_table() {
+  return kCpu;
+}
+
+}  // namespace cohort::dispatch

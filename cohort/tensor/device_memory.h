@@ -1,0 +1,47 @@
+#pragma once
+// The memory of a device other than the CPU, as tensor/ sees it. tensor/ has no CUDA of its
+// own: a device backend registers itself once per device kind (device/cuda_memory.h for CUDA:
+// its caching allocator and copies), and Storage and Tensor::to ask it for blocks and copies.
+// Where none is registered (a build without CUDA, a machine without a GPU, or a program that
+// did not enable it), asking for a tensor on that device is an InvalidArgument that says why,
+// never a crash.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cohort/tensor/dtype.h"
+
+namespace cohort {
+
+struct DeviceMemoryStats {
+  uint64_t system_allocs = 0;  // blocks from the device's own allocator (cudaMalloc)
+  uint64_t cache_hits = 0;     // blocks served from the cache
+  uint64_t bytes_in_use = 0;   // handed out, not yet returned
+  uint64_t bytes_cached = 0;   // returned, kept for reuse
+  uint64_t peak_bytes_in_use = 0;
+};
+
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  // A block of at least `nbytes` on device `index`; `*rounded` is the size it counts as.
+  // Throws (the backend's error type, a cohort::Error) when the device is out of memory.
+  virtual void* allocate(int index, size_t nbytes, size_t* rounded) = 0;
+  virtual void deallocate(int index, void* p, size_t rounded) = 0;
+  // Copies `nbytes` between host and device or within the device; when it returns, the copy
+  // is complete and both buffers may be reused.
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
+                    size_t nbytes) = 0;
+  virtual DeviceMemoryStats stats(int index) const = 0;
+};
+
+// Registers the backend of one device kind (not kCPU); null unregisters it. The backend must
+// outlive every tensor on its devices. `unavailable_why`, with a null backend, is what the
+// error for a tensor on that device says ("no CUDA-capable device is detected").
+void set_device_memory(Device::Kind kind, DeviceMemory* memory,
+                       const std::string& unavailable_why = "");
+
+// The backend of `device`'s kind; InvalidArgument naming the device and why it is unavailable.
+DeviceMemory& device_memory(Device device);
+
+}  // namespace cohort

@@ -1,0 +1,70 @@
+#pragma once
+// A stand-in for a GPU in tests that run anywhere: host memory registered as cuda:0's
+// (tensor/device_memory.h), cached like a real backend and counting what it is asked; with
+// StandInGpu, also the CPU's kernels registered as cuda:0's (dispatch/kernel_table.h). Code that
+// handles devices (ops making outputs on their inputs' device, modules and optimizers moving
+// with them) then runs its device path on any machine, and must give the CPU's results bit for
+// bit, since the same kernels run.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "cohort/dispatch/kernel_table.h"
+#include "cohort/tensor/allocator.h"
+#include "cohort/tensor/block_cache.h"
+#include "cohort/tensor/device_memory.h"
+
+namespace cohort::testing {
+
+// Host memory posing as cuda:0, cached like a real backend, counting what it is asked.
+class StandInDevice final : public DeviceMemory {
+ public:
+  void* allocate(int index, size_t nbytes, size_t* rounded) override {
+    EXPECT_EQ(index, 0);
+    *rounded = CpuAllocator::round_size(nbytes);
+    stats_.bytes_in_use += *rounded;
+    if (void* p = cache_.take(*rounded)) {
+      stats_.cache_hits++;
+      return p;
+    }
+    stats_.system_allocs++;
+    return std::malloc(*rounded);
+  }
+  void deallocate(int, void* p, size_t rounded) override {
+    stats_.bytes_in_use -= rounded;
+    if (!cache_.put(p, rounded)) std::free(p);
+  }
+  void copy(void* dst, Device dst_device, const void* src, Device src_device,
+            size_t nbytes) override {
+    copies++;
+    std::memcpy(dst, src, nbytes);
+  }
+  DeviceMemoryStats stats(int) const override { return stats_; }
+  ~StandInDevice() override {
+    cache_.drain([](void* p, size_t) { std::free(p); });
+  }
+  int copies = 0;
+
+ private:
+  BlockCache cache_{uint64_t{1} << 30};
+  DeviceMemoryStats stats_;
+};
+
+// Registers a StandInDevice and the CPU's kernel table as cuda:0's for its lifetime.
+class StandInGpu {
+ public:
+  StandInGpu() {
+    set_device_memory(Device::Kind::kCUDA, &memory);
+    dispatch::set_kernel_table(Device::Kind::kCUDA, &dispatch::cpu_table());
+  }
+  ~StandInGpu() {
+    dispatch::set_kernel_table(Device::Kind::kCUDA, nullptr);
+    set_device_memory(Device::Kind::kCUDA, nullptr);
+  }
+  StandInGpu(const StandInGpu&) = delete;
+  StandInGpu& operator=(const StandInGpu&) = delete;
+  StandInDevice memory;
+};
+
+}  // namespace cohort::testing

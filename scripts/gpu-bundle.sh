@@ -5,6 +5,7 @@
 # bundle there (docs/gpu.md: carry ["gpu-bundle"], command `bash scripts/gpu-check.sh`).
 #
 #   gpu-bundle/bin/            the test binaries (cohort_cuda_kernel_tests, cohort_cuda_math_tests)
+#                              and the cohort CLI (gpu-check.sh trains the MLP with it)
 #   gpu-bundle/lib.tar.gz      the Debian libraries they need (OpenBLAS, oneDNN, libgomp, ...);
 #                              packed because OpenBLAS and oneDNN alone are 76 MB unpacked and the
 #                              carry limit is 64 MiB
@@ -22,7 +23,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 OUTDIR=gpu-bundle
 LIMIT=$((64 * 1024 * 1024))
-TARGETS=(cohort_cuda_kernel_tests cohort_cuda_math_tests)
+TARGETS=(cohort_cuda_kernel_tests cohort_cuda_math_tests cohort_cli)
 # From the GPU machine: the driver and CUDA 13's libraries.
 FROM_GPU_MACHINE='^(libcuda|libcudart|libcublas|libcublasLt|libnvidia|libnvrtc|libnvJitLink)[.-]'
 # The C runtime: the GPU machine has its own; ours goes in glibc.tar.gz for the fallback only
@@ -41,8 +42,8 @@ grep -q '^COHORT_CUDA:STRING=off' "$BUILD/CMakeCache.txt" &&
 echo "== building ${TARGETS[*]} in $BUILD"
 flock /tmp/cohort-build.lock cmake --build "$BUILD" --target "${TARGETS[@]}"
 
-BINS=()
-for t in "${TARGETS[@]}"; do
+BINS=("$BUILD/bin/cohort")  # the CLI, for `cohort train` with run.device = cuda
+for t in cohort_cuda_kernel_tests cohort_cuda_math_tests; do
   f=$(find "$BUILD/tests/cuda" -type f -name "$t" -perm -u+x | head -n 1)
   [ -n "$f" ] || die "built $t but cannot find it under $BUILD/tests/cuda"
   BINS+=("$f")

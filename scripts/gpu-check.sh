@@ -19,7 +19,7 @@ DEADLINE=$((START + 450)) # 7.5 minutes: the sanitizer gets what is left of it
 REPORT_DIR=${OUT:-.}
 LOGS=$REPORT_DIR/gpu-logs
 SUMMARY=$REPORT_DIR/gpu-summary.md
-LATER="CPU-vs-GPU training comparison, bench/gpu_gpt"
+LATER="GPU kernels for conv2d/pooling/concat, bf16 mixed precision in training, the loader's overlapped copy, examples/gpt2_small.toml, bench/gpu_gpt"
 mkdir -p "$LOGS"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -115,6 +115,33 @@ fi
 NO_GPU=0
 grep -q 'no CUDA device: ' "$LOGS/kernel-tests.log" 2>/dev/null && NO_GPU=1
 
+# ---- cohort train on the GPU ---------------------------------------------------------------------
+
+# The MLP example on synthetic data, 20 steps, run.device = cpu then cuda: the test loss of the
+# two runs and their samples/s (the training tests above compare the parameters themselves).
+TRAIN="not run"
+train_run() {  # device -> "loss samples/s" or nothing
+  timeout 60 "${RUNNER[@]}" "$BUNDLE/bin/cohort" train examples/fashion_mlp.toml \
+    --set data.dataset=synthetic --set train.max_steps=20 --set run.device="$1" \
+    --set run.dir="$WORK/runs" --set run.name="$1" --set run.progress=none \
+    --set ckpt.enabled=false >"$LOGS/train-$1.log" 2>&1 || return 1
+  python3 -c 'import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
+print(r.get("eval", {}).get("loss", r.get("eval_loss", "?")), round(r.get("samples_per_s", 0)))' \
+    "$WORK/runs/$1/metrics.jsonl"
+}
+if [ ! -x "$BUNDLE/bin/cohort" ]; then
+  TRAIN="not run: no $BUNDLE/bin/cohort in the bundle"
+elif [ "$NO_GPU" = 1 ]; then
+  TRAIN="not run: no GPU"
+elif [ "$FAILED" = 0 ]; then
+  echo "== cohort train, MLP, cpu then cuda"
+  CPU_RUN=$(train_run cpu) || fail "cohort train on the CPU failed (gpu-logs/train-cpu.log)"
+  GPU_RUN=$(train_run cuda) || fail "cohort train with run.device=cuda failed (gpu-logs/train-cuda.log: $(tail -n 1 "$LOGS/train-cuda.log"))"
+  TRAIN="cpu: test loss ${CPU_RUN% *}, ${CPU_RUN#* } samples/s; cuda: test loss ${GPU_RUN% *}, ${GPU_RUN#* } samples/s"
+  echo "   $TRAIN"
+fi
+
 # ---- compute-sanitizer ----------------------------------------------------------------------------
 
 SANITIZER="not run"
@@ -175,7 +202,9 @@ fi
   [ -n "$SKIP_REASON" ] && echo "Skipped because: $SKIP_REASON" && echo
   echo "compute-sanitizer memcheck: $SANITIZER"
   echo
-  grep -h '^\[ matmul  \]' "$LOGS/kernel-tests.log" 2>/dev/null | sed 's/^/    /'
+  echo "cohort train (MLP, synthetic data, 20 steps): $TRAIN"
+  echo
+  grep -h -e '^\[ matmul  \]' -e '^\[ training \]' "$LOGS/kernel-tests.log" 2>/dev/null | sed 's/^/    /'
   if [ "${#NOTES[@]}" != 0 ]; then
     echo "Notes:"
     printf -- '- %s\n' "${NOTES[@]}"

@@ -90,6 +90,16 @@ NamedTensors copy_tensors(const NamedTensors& in) {
   return out;
 }
 
+// The CPU's tensors as they are (handles: a synchronous save writes before returning), a GPU's
+// copied to the host.
+NamedTensors on_host(const NamedTensors& in) {
+  NamedTensors out;
+  out.reserve(in.size());
+  for (const auto& [name, t] : in)
+    out.emplace_back(name, t.device().is_cpu() ? t : internal::contiguous_copy(t));
+  return out;
+}
+
 void remove_dir(const fs::path& p) {
   std::error_code ec;
   fs::remove_all(p, ec);
@@ -166,9 +176,9 @@ void CheckpointManager::save(const CheckpointData& data) {
     throw InvalidArgument(detail::str("checkpoint state cannot be written as JSON: ", e.what()));
   }
   if (!options_.async) {
-    s.model = data.model;  // handles only: the write happens before save() returns
-    s.optimizer = data.optimizer;
-    s.extra = data.extra;
+    s.model = on_host(data.model);  // handles only: the write happens before save() returns
+    s.optimizer = on_host(data.optimizer);
+    for (const auto& [name, tensors] : data.extra) s.extra[name] = on_host(tensors);
     write_now(s.step, s.model, s.optimizer, s.extra, s.state_text);
     return;
   }

@@ -129,8 +129,7 @@ std::string sha256_file(const std::string& path, uint64_t* size) {
 
 Tensor contiguous_copy(const Tensor& t) {
   COHORT_CHECK_ARG(t.defined(), "contiguous_copy: undefined tensor");
-  COHORT_CHECK_ARG(t.device().is_cpu(), "checkpoint tensors must be on the CPU, got ",
-                   t.device().str());
+  if (!t.device().is_cpu()) return t.to(Device::cpu());  // a GPU's tensor, copied to the host
   Tensor out = empty(t.shape(), t.dtype());
   if (t.numel() == 0) return out;
   if (t.is_contiguous()) {

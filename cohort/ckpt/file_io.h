@@ -42,7 +42,7 @@ void fsync_path(const std::string& path);
 // Lower-case hex SHA-256 of the file's bytes; *size gets its length.
 std::string sha256_file(const std::string& path, uint64_t* size);
 // A contiguous CPU copy of `t` with the same bytes (no float round trip: i64 and NaN payloads are
-// preserved exactly), whatever t's strides.
+// preserved exactly), whatever t's strides; a GPU's tensor (contiguous) is copied to the host.
 Tensor contiguous_copy(const Tensor& t);
 
 }  // namespace cohort::ckpt::internal

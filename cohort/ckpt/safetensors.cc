@@ -253,7 +253,7 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   f.write_all(header.data(), header.size());
   for (const auto& [name, t] : tensors) {
     if (t.numel() == 0) continue;
-    const Tensor c = t.is_contiguous() ? t : internal::contiguous_copy(t);
+    const Tensor c = t.is_contiguous() && t.device().is_cpu() ? t : internal::contiguous_copy(t);
     f.write_all(c.raw_data(), c.nbytes());
   }
   f.close();
@@ -268,7 +268,7 @@ std::vector<uint8_t> encode_safetensors(const NamedTensors& tensors, const std::
   out.insert(out.end(), header.begin(), header.end());
   for (const auto& [tensor_name, t] : tensors) {
     if (t.numel() == 0) continue;
-    const Tensor c = t.is_contiguous() ? t : internal::contiguous_copy(t);
+    const Tensor c = t.is_contiguous() && t.device().is_cpu() ? t : internal::contiguous_copy(t);
     const auto* b = static_cast<const uint8_t*>(c.raw_data());
     out.insert(out.end(), b, b + c.nbytes());
   }

@@ -7,12 +7,16 @@
 #include <vector>
 
 #include "cohort/device/cuda_memory.h"
+#include "cohort/kernels/cuda/attention.h"
+#include "cohort/kernels/cuda/conv.h"
+#include "cohort/kernels/cuda/dropout.h"
 #include "cohort/kernels/cuda/elementwise.h"
 #include "cohort/kernels/cuda/embedding.h"
 #include "cohort/kernels/cuda/layer_norm.h"
 #include "cohort/kernels/cuda/matmul.h"
 #include "cohort/kernels/cuda/optim.h"
 #include "cohort/kernels/cuda/reduce.h"
+#include "cohort/kernels/cuda/reduce_max.h"
 #include "cohort/kernels/cuda/softmax.h"
 
 namespace cohort::device {
@@ -42,14 +46,20 @@ GemmState& gemm_state() {
   return *s;
 }
 
+// GPU d's handle, made on first use. Under s.mu.
+cuda::MatmulHandle& handle(GemmState& s, Device d, cudaStream_t stream) {
+  if (int(s.handles.size()) <= d.index) s.handles.resize(size_t(d.index) + 1);
+  auto& h = s.handles[size_t(d.index)];
+  if (!h) h = std::make_unique<cuda::MatmulHandle>(stream);
+  return *h;
+}
+
 void sgemm(Device d, int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b, float beta,
            float* c, int64_t ldc) {
   const cudaStream_t stream = on(d);
   GemmState& s = gemm_state();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (int(s.handles.size()) <= d.index) s.handles.resize(size_t(d.index) + 1);
-  auto& h = s.handles[size_t(d.index)];
-  if (!h) h = std::make_unique<cuda::MatmulHandle>(stream);
+  cuda::MatmulHandle* h = &handle(s, d, stream);
   auto ref = [](MatRef r) {
     return cuda::DeviceMatRef{r.data, r.ld,
                               r.trans == cpu::Trans::kYes ? cuda::Trans::kYes : cuda::Trans::kNo};
@@ -60,6 +70,28 @@ void sgemm(Device d, int64_t m, int64_t n, int64_t k, float alpha, MatRef a, Mat
   args.c = c, args.ldc = ldc;
   args.alpha = alpha, args.beta = beta;
   h->matmul(args);
+}
+
+// conv2d: im2col and the gemms on GPU d's handle (serialised with the other gemms).
+int64_t conv2d_forward_workspace(Device, const cpu::Conv2dShape& s) {
+  return cuda::conv2d_forward_workspace(s);
+}
+int64_t conv2d_backward_workspace(Device, const cpu::Conv2dShape& s) {
+  return cuda::conv2d_backward_workspace(s);
+}
+void conv2d_forward(Device d, const cpu::Conv2dShape& s, const float* x, const float* w,
+                    const float* bias, float* y, float* workspace) {
+  const cudaStream_t stream = on(d);
+  GemmState& g = gemm_state();
+  std::lock_guard<std::mutex> lock(g.mu);
+  cuda::conv2d_forward(handle(g, d, stream), s, x, w, bias, y, workspace, stream);
+}
+void conv2d_backward(Device d, const cpu::Conv2dShape& s, const float* x, const float* w,
+                     const float* dy, const cpu::Conv2dGrads& grads, float* workspace) {
+  const cudaStream_t stream = on(d);
+  GemmState& g = gemm_state();
+  std::lock_guard<std::mutex> lock(g.mu);
+  cuda::conv2d_backward(handle(g, d, stream), s, x, w, dy, grads, workspace, stream);
 }
 
 void binary_2d(Device d, BinaryOp op, int64_t rows, int64_t n, const float* a, int64_t a_row,
@@ -126,6 +158,8 @@ const dispatch::KernelTable kCuda = {
     .pow_scalar_backward = OnGpu<cuda::pow_scalar_backward>::call,
     .sum_middle = OnGpu<cuda::sum_middle>::call,
     .broadcast_middle = OnGpu<cuda::broadcast_middle>::call,
+    .max_middle = OnGpu<cuda::max_middle>::call,
+    .max_middle_backward = OnGpu<cuda::max_middle_backward>::call,
     .sgemm = sgemm,
     .fill_rows = OnGpu<cuda::fill_rows>::call,
     .sum_rows = OnGpu<cuda::sum_rows>::call,
@@ -139,6 +173,15 @@ const dispatch::KernelTable kCuda = {
     .layer_norm_backward = OnGpu<cuda::layer_norm_backward>::call,
     .embedding_forward = OnGpu<cuda::embedding_forward>::call,
     .embedding_backward = OnGpu<cuda::embedding_backward>::call,
+    .dropout_apply = OnGpu<cuda::dropout_apply>::call,
+    .causal_attention_forward = OnGpu<cuda::causal_attention_forward>::call,
+    .causal_attention_backward = OnGpu<cuda::causal_attention_backward>::call,
+    .conv2d_forward_workspace = conv2d_forward_workspace,
+    .conv2d_backward_workspace = conv2d_backward_workspace,
+    .conv2d_forward = conv2d_forward,
+    .conv2d_backward = conv2d_backward,
+    .max_pool2d_forward = OnGpu<cuda::max_pool2d_forward>::call,
+    .max_pool2d_backward = OnGpu<cuda::max_pool2d_backward>::call,
     .adamw_update = adamw_update,
     .sgd_update = sgd_update,
 };

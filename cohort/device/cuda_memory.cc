@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cohort/device/cuda_kernels.h"
+#include "cohort/kernels/cuda/strided_copy.h"
 #include "cohort/tensor/allocator.h"
 #include "cohort/tensor/block_cache.h"
 
@@ -80,6 +81,20 @@ class CudaMemory final : public DeviceMemory {
     // On the GPU's stream, after every kernel queued there; synchronous for the caller.
     COHORT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, g.stream->get()));
     g.stream->synchronize();
+  }
+
+  void copy_view(int index, View view, void* dst, const void* src,
+                 const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                 size_t elem_size) override {
+    Gpu& g = gpu(index);
+    DeviceScope scope(index);
+    // On the GPU's stream, in order with the kernels that made src and will read dst.
+    const int nd = int(shape.size());
+    if (view == View::kSource)
+      cuda::strided_copy(src, 0, shape.data(), strides.data(), nd, elem_size, dst, g.stream->get());
+    else
+      cuda::strided_scatter(src, shape.data(), strides.data(), nd, elem_size, dst, 0,
+                            g.stream->get());
   }
 
   DeviceMemoryStats stats(int index) const override {

@@ -1,6 +1,7 @@
 // The CPU's kernel table: kernels/cpu behind the entry points of kernel_table.h (the Device
 // argument is the CPU's and says nothing more).
 #include "cohort/dispatch/kernel_table.h"
+#include "cohort/kernels/cpu/dropout.h"
 #include "cohort/kernels/cpu/embedding.h"
 #include "cohort/kernels/cpu/reduce.h"
 #include "cohort/kernels/cpu/softmax.h"
@@ -34,6 +35,8 @@ const KernelTable kCpu = {
     .pow_scalar_backward = OnCpu<cpu::pow_scalar_backward>::call,
     .sum_middle = OnCpu<cpu::sum_middle>::call,
     .broadcast_middle = OnCpu<cpu::broadcast_middle>::call,
+    .max_middle = OnCpu<cpu::max_middle>::call,
+    .max_middle_backward = OnCpu<cpu::max_middle_backward>::call,
     .sgemm = OnCpu<cpu::sgemm>::call,
     .fill_rows = OnCpu<cpu::fill_rows>::call,
     .sum_rows = OnCpu<cpu::sum_rows>::call,
@@ -47,6 +50,15 @@ const KernelTable kCpu = {
     .layer_norm_backward = OnCpu<cpu::layer_norm_backward>::call,
     .embedding_forward = embedding_forward,
     .embedding_backward = OnCpu<cpu::embedding_backward>::call,
+    .dropout_apply = OnCpu<cpu::dropout_apply>::call,
+    .causal_attention_forward = OnCpu<cpu::causal_attention_forward>::call,
+    .causal_attention_backward = OnCpu<cpu::causal_attention_backward>::call,
+    .conv2d_forward_workspace = OnCpu<cpu::conv2d_forward_workspace>::call,
+    .conv2d_backward_workspace = OnCpu<cpu::conv2d_backward_workspace>::call,
+    .conv2d_forward = OnCpu<cpu::conv2d_forward>::call,
+    .conv2d_backward = OnCpu<cpu::conv2d_backward>::call,
+    .max_pool2d_forward = OnCpu<cpu::max_pool2d_forward>::call,
+    .max_pool2d_backward = OnCpu<cpu::max_pool2d_backward>::call,
     .adamw_update = OnCpu<cpu::adamw_update>::call,
     .sgd_update = OnCpu<cpu::sgd_update>::call,
 };

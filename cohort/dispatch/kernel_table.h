@@ -11,6 +11,8 @@
 #include <initializer_list>
 
 #include "cohort/core/error.h"
+#include "cohort/kernels/cpu/attention.h"
+#include "cohort/kernels/cpu/conv.h"
 #include "cohort/kernels/cpu/elementwise.h"
 #include "cohort/kernels/cpu/gemm.h"
 #include "cohort/kernels/cpu/norm.h"
@@ -44,6 +46,10 @@ struct KernelTable {
   void (*sum_middle)(Device, const float* x, int64_t outer, int64_t r, int64_t inner, float* out);
   void (*broadcast_middle)(Device, const float* g, int64_t outer, int64_t r, int64_t inner,
                            float scale, float* out);
+  void (*max_middle)(Device, const float* x, int64_t outer, int64_t r, int64_t inner, float* val,
+                     int64_t* idx);
+  void (*max_middle_backward)(Device, const float* g, const int64_t* idx, int64_t outer, int64_t r,
+                              int64_t inner, float* dx);
 
   // ---- matrix products (kernels/cpu/gemm.h) ----
   void (*sgemm)(Device, int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b,
@@ -75,6 +81,26 @@ struct KernelTable {
                             int64_t n, float* out);
   void (*embedding_backward)(Device, const float* dout, const int64_t* idx, int64_t n, int64_t v,
                              int64_t d, float* dweight);
+
+  // ---- dropout, attention (kernels/cpu/dropout.h, attention.h) ----
+  void (*dropout_apply)(Device, const float* x, int64_t n, float p, uint64_t seed, float* y);
+  void (*causal_attention_forward)(Device, const cpu::AttnShape& s, const cpu::AttnInputs& in,
+                                   float* out, float* lse);
+  void (*causal_attention_backward)(Device, const cpu::AttnShape& s, const cpu::AttnInputs& in,
+                                    const float* dout, const float* lse, float* dq, float* dk,
+                                    float* dv);
+
+  // ---- convolution and pooling (kernels/cpu/conv.h); workspaces in floats ----
+  int64_t (*conv2d_forward_workspace)(Device, const cpu::Conv2dShape& s);
+  int64_t (*conv2d_backward_workspace)(Device, const cpu::Conv2dShape& s);
+  void (*conv2d_forward)(Device, const cpu::Conv2dShape& s, const float* x, const float* w,
+                         const float* bias, float* y, float* workspace);
+  void (*conv2d_backward)(Device, const cpu::Conv2dShape& s, const float* x, const float* w,
+                          const float* dy, const cpu::Conv2dGrads& grads, float* workspace);
+  void (*max_pool2d_forward)(Device, const cpu::Pool2dShape& s, const float* x, float* y,
+                             int32_t* argmax);
+  void (*max_pool2d_backward)(Device, const cpu::Pool2dShape& s, const float* dy,
+                              const int32_t* argmax, float* dx);
 
   // ---- optimizers (kernels/cpu/optim.h): one parameter's update ----
   void (*adamw_update)(Device, float* p, const float* g, float* m, float* v, int64_t n,

@@ -79,12 +79,21 @@ Dropout::Dropout(double p, uint64_t seed) : p_(p), seed_(seed) {
   counter_ = register_buffer(kDropoutCounterBuffer, zeros({}, DType::i64));
 }
 
+// The counter moves with the module (a buffer, so checkpoints keep it); on a GPU it is read and
+// written through a copy, once per training forward.
 uint64_t Dropout::counter() const {
-  return uint64_t(counter_.data<int64_t>()[0]);
+  if (counter_.device().is_cpu()) return uint64_t(counter_.data<int64_t>()[0]);
+  return uint64_t(counter_.item<int64_t>());
 }
 
 void Dropout::set_counter(uint64_t c) {
-  counter_.data<int64_t>()[0] = int64_t(c);
+  if (counter_.device().is_cpu()) {
+    counter_.data<int64_t>()[0] = int64_t(c);
+    return;
+  }
+  Tensor host = zeros({}, DType::i64);
+  host.data<int64_t>()[0] = int64_t(c);
+  counter_.copy_(host);
 }
 
 Tensor Dropout::forward(const Tensor& x) {

@@ -1,8 +1,8 @@
 // causal_attention: fused scaled-dot-product attention with a causal mask (kernels/cpu/
 // attention.h). q, k, v may be strided views (e.g. permuted slices of one qkv projection) as
 // long as their last dim is contiguous; the kernel reads them in place.
-#include "cohort/kernels/cpu/attention.h"
 #include "cohort/autograd/node.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
@@ -28,10 +28,11 @@ struct CausalAttentionBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
     const Shape& s = q.shape();
-    Tensor dq = empty(s), dk = empty(s), dv = empty(s);
-    cpu::causal_attention_backward({s[0], s[1], s[2], s[3]}, inputs_of(q, k, v), g.data<float>(),
-                                   lse.data<float>(), dq.data<float>(), dk.data<float>(),
-                                   dv.data<float>());
+    const Device d = q.device();
+    Tensor dq = empty(s, DType::f32, d), dk = empty(s, DType::f32, d), dv = empty(s, DType::f32, d);
+    dispatch::need(dispatch::kernels_for(d).causal_attention_backward, "causal_attention backward",
+                   d)(d, {s[0], s[1], s[2], s[3]}, inputs_of(q, k, v), g.data<float>(),
+                      lse.data<float>(), dq.data<float>(), dk.data<float>(), dv.data<float>());
     return {dq, dk, dv};
   }
   std::string name() const override { return "CausalAttentionBackward"; }
@@ -40,7 +41,7 @@ struct CausalAttentionBackward : autograd::Node {
 }  // namespace
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
-  for (const Tensor* t : {&q, &k, &v}) check_cpu(*t, "causal_attention");
+  const Device d = dispatch::common_device("causal_attention", {&q, &k, &v});
   for (const Tensor* t : {&q, &k, &v}) {
     COHORT_CHECK_ARG(t->dtype() == DType::f32, "causal_attention: q, k, v must be float32, got ",
                      dtype_name(t->dtype()), " (shape ", shape_str(t->shape()), ")");
@@ -54,9 +55,9 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
                    shape_str(q.shape()));
   const Shape& s = q.shape();
   Tensor qr = readable(q), kr = readable(k), vr = readable(v);
-  Tensor out = empty(s), lse = empty({s[0], s[1], s[2]});
-  cpu::causal_attention_forward({s[0], s[1], s[2], s[3]}, inputs_of(qr, kr, vr), out.data<float>(),
-                                lse.data<float>());
+  Tensor out = empty(s, DType::f32, d), lse = empty({s[0], s[1], s[2]}, DType::f32, d);
+  dispatch::need(dispatch::kernels_for(d).causal_attention_forward, "causal_attention", d)(
+      d, {s[0], s[1], s[2], s[3]}, inputs_of(qr, kr, vr), out.data<float>(), lse.data<float>());
   if (auto node = autograd::make_node<CausalAttentionBackward>({q, k, v})) {
     node->q = qr;
     node->k = kr;

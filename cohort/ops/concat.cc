@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "cohort/autograd/node.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
@@ -18,10 +19,24 @@ Tensor narrow(const Tensor& t, int64_t d, int64_t start, int64_t len) {
   return t.as_strided(s, t.strides(), t.offset() + start * t.strides()[size_t(d)]);
 }
 
+// On a device: each part copied into its slice there (the device scatters into the view); an
+// undefined part's slice gets zeros made on the device.
+void write_parts_on_device(Tensor& out, const std::vector<Tensor>& parts,
+                           const std::vector<int64_t>& sizes, int64_t d) {
+  int64_t start = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Tensor slice = narrow(out, d, start, sizes[k]);
+    start += sizes[k];
+    if (slice.numel() == 0) continue;
+    slice.copy_(parts[k].defined() ? parts[k] : zeros(slice.shape(), out.dtype(), out.device()));
+  }
+}
+
 // Writes parts[i] into consecutive slices of dim d of out (contiguous); an undefined part
 // (a split output that got no gradient) leaves its slice zero.
 void write_parts(Tensor& out, const std::vector<Tensor>& parts, const std::vector<int64_t>& sizes,
                  int64_t d) {
+  if (!out.device().is_cpu()) return write_parts_on_device(out, parts, sizes, d);
   const Shape& os = out.shape();
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < int64_t(os.size()); ++i)
@@ -67,11 +82,12 @@ struct ConcatBackward : autograd::Node {
 
 struct SplitBackward : autograd::Node {
   Shape in_shape;
+  Device device;
   std::vector<int64_t> sizes;
   int64_t dim = 0;
   explicit SplitBackward(uint32_t outputs) : Node(outputs) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    Tensor dx = empty(in_shape);
+    Tensor dx = empty(in_shape, DType::f32, device);
     write_parts(dx, grads, sizes, dim);
     return {dx};
   }
@@ -81,7 +97,6 @@ struct SplitBackward : autograd::Node {
 }  // namespace
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
-  for (const Tensor& x : xs) check_cpu(x, "concat");
   COHORT_CHECK_ARG(!xs.empty(), "concat: needs at least one tensor");
   for (size_t k = 0; k < xs.size(); ++k)
     COHORT_CHECK_ARG(xs[k].defined(), "concat: tensor ", k, " is undefined");
@@ -104,7 +119,8 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
     sizes.push_back(x.shape()[size_t(d)]);
     out_shape[size_t(d)] += sizes.back();
   }
-  Tensor out = empty(out_shape, x0.dtype());
+  for (size_t k = 1; k < xs.size(); ++k) dispatch::common_device("concat", {&x0, &xs[k]});
+  Tensor out = empty(out_shape, x0.dtype(), x0.device());
   write_parts(out, xs, sizes, d);
   if (auto node = autograd::make_node_n<ConcatBackward>(xs)) {
     node->sizes = sizes;
@@ -135,6 +151,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   }
   if (auto node = autograd::make_node<SplitBackward>({x}, uint32_t(sizes.size()))) {
     node->in_shape = x.shape();
+    node->device = x.device();
     node->sizes = sizes;
     node->dim = d;
     for (size_t k = 0; k < outs.size(); ++k) autograd::set_history(outs[k], node, uint32_t(k));

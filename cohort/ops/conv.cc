@@ -1,16 +1,19 @@
 // conv2d (im2col + sgemm) and max_pool2d, NCHW float32. Inputs are made contiguous once;
 // kernels/cpu/conv.h does the work and documents the threading.
-#include "cohort/kernels/cpu/conv.h"
 #include "cohort/autograd/node.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
 namespace cohort::ops {
 namespace {
 
-// Scratch for one kernel call, from the caching allocator (no heap traffic after step one).
-Tensor workspace(int64_t floats) {
-  return empty({std::max<int64_t>(floats, 1)});
+using dispatch::kernels_for;
+using dispatch::need;
+
+// Scratch for one kernel call on `d`, from its caching allocator (no allocation after step one).
+Tensor workspace(int64_t floats, Device d) {
+  return empty({std::max<int64_t>(floats, 1)}, DType::f32, d);
 }
 
 struct Conv2dBackward : autograd::Node {
@@ -18,14 +21,16 @@ struct Conv2dBackward : autograd::Node {
   cpu::Conv2dShape s;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
+    const Device d = x.device();
+    const dispatch::KernelTable& k = kernels_for(d);
     Tensor dx, dw, db;
     cpu::Conv2dGrads out;
-    if (needs_grad(0)) out.dx = (dx = empty(x.shape())).data<float>();
-    if (needs_grad(1)) out.dw = (dw = empty(w.shape())).data<float>();
-    if (needs_grad(2)) out.db = (db = empty({s.o})).data<float>();
-    Tensor ws = workspace(cpu::conv2d_backward_workspace(s));
-    cpu::conv2d_backward(s, x.data<float>(), w.data<float>(), g.data<float>(), out,
-                         ws.data<float>());
+    if (needs_grad(0)) out.dx = (dx = empty(x.shape(), DType::f32, d)).data<float>();
+    if (needs_grad(1)) out.dw = (dw = empty(w.shape(), DType::f32, d)).data<float>();
+    if (needs_grad(2)) out.db = (db = empty({s.o}, DType::f32, d)).data<float>();
+    Tensor ws = workspace(need(k.conv2d_backward_workspace, "conv2d backward", d)(d, s), d);
+    need(k.conv2d_backward, "conv2d backward", d)(d, s, x.data<float>(), w.data<float>(),
+                                                  g.data<float>(), out, ws.data<float>());
     return {dx, dw, db};
   }
   std::string name() const override { return "Conv2dBackward"; }
@@ -60,8 +65,10 @@ struct MaxPool2dBackward : autograd::Node {
   cpu::Pool2dShape s;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
-    Tensor dx = empty({s.n, s.c, s.h, s.w});
-    cpu::max_pool2d_backward(s, g.data<float>(), argmax.data<int32_t>(), dx.data<float>());
+    const Device d = g.device();
+    Tensor dx = empty({s.n, s.c, s.h, s.w}, DType::f32, d);
+    need(kernels_for(d).max_pool2d_backward, "max_pool2d backward", d)(
+        d, s, g.data<float>(), argmax.data<int32_t>(), dx.data<float>());
     return {dx};
   }
   std::string name() const override { return "MaxPool2dBackward"; }
@@ -70,18 +77,19 @@ struct MaxPool2dBackward : autograd::Node {
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions opt) {
-  check_cpu(x, "conv2d");
   check_f32(x, "conv2d", "x");
   check_f32(weight, "conv2d", "weight");
   const cpu::Conv2dShape s = conv_shape(x, weight, bias, opt);
   Tensor xc = x.contiguous_raw(), wc = weight.contiguous_raw();
   Tensor bc = bias.defined() ? bias.contiguous_raw() : Tensor();
-  Tensor y = empty({s.n, s.o, s.oh(), s.ow()});
+  const Device d = dispatch::common_device("conv2d", {&x, &weight, &bias});
+  const dispatch::KernelTable& k = kernels_for(d);
+  Tensor y = empty({s.n, s.o, s.oh(), s.ow()}, DType::f32, d);
   {
-    Tensor ws = workspace(cpu::conv2d_forward_workspace(s));
-    cpu::conv2d_forward(s, xc.data<float>(), wc.data<float>(),
-                        bc.defined() ? bc.data<float>() : nullptr, y.data<float>(),
-                        ws.data<float>());
+    Tensor ws = workspace(need(k.conv2d_forward_workspace, "conv2d", d)(d, s), d);
+    need(k.conv2d_forward, "conv2d", d)(d, s, xc.data<float>(), wc.data<float>(),
+                                        bc.defined() ? bc.data<float>() : nullptr, y.data<float>(),
+                                        ws.data<float>());
   }
   if (auto node = autograd::make_node<Conv2dBackward>({x, weight, bias})) {
     node->x = xc;
@@ -93,7 +101,6 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dO
 }
 
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride) {
-  check_cpu(x, "max_pool2d");
   check_f32(x, "max_pool2d", "x");
   COHORT_CHECK_ARG(x.dim() == 4, "max_pool2d: x must be 4-D [N, C, H, W], got ",
                    shape_str(x.shape()));
@@ -107,9 +114,11 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride) {
   COHORT_CHECK_ARG(s.h * s.w <= INT32_MAX, "max_pool2d: plane ", s.h, "x", s.w,
                    " too large for int32 argmax indices");
   Tensor xc = x.contiguous_raw();
-  Tensor y = empty({s.n, s.c, s.oh(), s.ow()});
-  Tensor idx = empty(y.shape(), DType::i32);
-  cpu::max_pool2d_forward(s, xc.data<float>(), y.data<float>(), idx.data<int32_t>());
+  const Device d = x.device();
+  Tensor y = empty({s.n, s.c, s.oh(), s.ow()}, DType::f32, d);
+  Tensor idx = empty(y.shape(), DType::i32, d);
+  need(kernels_for(d).max_pool2d_forward, "max_pool2d", d)(d, s, xc.data<float>(), y.data<float>(),
+                                                           idx.data<int32_t>());
   if (auto node = autograd::make_node<MaxPool2dBackward>({x})) {
     node->argmax = idx;
     node->s = s;

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "cohort/autograd/node.h"
-#include "cohort/kernels/cpu/dropout.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
@@ -14,8 +14,10 @@ struct DropoutBackward : autograd::Node {
   uint64_t seed = 0;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
-    Tensor dx = empty(g.shape());
-    cpu::dropout_apply(g.data<float>(), g.numel(), p, seed, dx.data<float>());
+    const Device d = g.device();
+    Tensor dx = empty(g.shape(), DType::f32, d);
+    dispatch::need(dispatch::kernels_for(d).dropout_apply, "dropout backward", d)(
+        d, g.data<float>(), g.numel(), p, seed, dx.data<float>());
     return {dx};
   }
   std::string name() const override { return "DropoutBackward"; }
@@ -24,15 +26,16 @@ struct DropoutBackward : autograd::Node {
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, uint64_t seed) {
-  check_cpu(x, "dropout");
   COHORT_CHECK_ARG(x.dtype() == DType::f32, "dropout: x must be float32, got ",
                    dtype_name(x.dtype()), " (shape ", shape_str(x.shape()), ")");
   COHORT_CHECK_ARG(std::isfinite(p) && p >= 0.0 && float(p) < 1.0f,
                    "dropout: p must be in [0, 1), got ", p);
   if (p == 0.0) return x;
   Tensor xc = x.contiguous_raw();
-  Tensor y = empty(x.shape());
-  cpu::dropout_apply(xc.data<float>(), xc.numel(), float(p), seed, y.data<float>());
+  const Device d = x.device();
+  Tensor y = empty(x.shape(), DType::f32, d);
+  dispatch::need(dispatch::kernels_for(d).dropout_apply, "dropout", d)(
+      d, xc.data<float>(), xc.numel(), float(p), seed, y.data<float>());
   if (auto node = autograd::make_node<DropoutBackward>({x})) {
     node->p = float(p);
     node->seed = seed;

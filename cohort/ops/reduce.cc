@@ -7,7 +7,6 @@
 
 #include "cohort/autograd/node.h"
 #include "cohort/dispatch/kernel_table.h"
-#include "cohort/kernels/cpu/reduce.h"
 #include "cohort/ops/checks.h"
 #include "cohort/ops/ops.h"
 
@@ -149,13 +148,25 @@ struct MaxBackward : autograd::Node {
   int64_t outer = 1, r = 1, inner = 1;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
-    Tensor dx = empty(in_shape);
-    cpu::max_middle_backward(g.data<float>(), idx.data<int64_t>(), outer, r, inner,
-                             dx.data<float>());
+    const Device d = g.device();
+    Tensor dx = empty(in_shape, DType::f32, d);
+    dispatch::need(dispatch::kernels_for(d).max_middle_backward, "max backward", d)(
+        d, g.data<float>(), idx.data<int64_t>(), outer, r, inner, dx.data<float>());
     return {dx};
   }
   std::string name() const override { return "MaxBackward"; }
 };
+
+// Max over the plan's middle dim and the first position holding it, on x's device.
+std::pair<Tensor, Tensor> max_values_and_positions(const Tensor& x, const DimPlan& p,
+                                                   const char* op) {
+  const Device d = x.device();
+  Tensor xc = x.contiguous_raw();
+  Tensor val = empty(p.out_shape, DType::f32, d), idx = empty(p.out_shape, DType::i64, d);
+  dispatch::need(dispatch::kernels_for(d).max_middle, op, d)(
+      d, xc.data<float>(), p.outer, p.r, p.inner, val.data<float>(), idx.data<int64_t>());
+  return {val, idx};
+}
 
 }  // namespace
 
@@ -169,10 +180,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
   DimPlan p = plan_dim(x, dim, keepdim, "max");
-  check_cpu(x, "max");
-  Tensor xc = x.contiguous_raw();
-  Tensor val = empty(p.out_shape), idx = empty(p.out_shape, DType::i64);
-  cpu::max_middle(xc.data<float>(), p.outer, p.r, p.inner, val.data<float>(), idx.data<int64_t>());
+  auto [val, idx] = max_values_and_positions(x, p, "max");
   if (auto node = autograd::make_node<MaxBackward>({x})) {
     node->idx = idx;
     node->in_shape = x.shape();
@@ -186,11 +194,7 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
 
 Tensor argmax(const Tensor& x, int64_t dim) {
   DimPlan p = plan_dim(x, dim, false, "argmax");
-  check_cpu(x, "argmax");
-  Tensor xc = x.contiguous_raw();
-  Tensor val = empty(p.out_shape), idx = empty(p.out_shape, DType::i64);
-  cpu::max_middle(xc.data<float>(), p.outer, p.r, p.inner, val.data<float>(), idx.data<int64_t>());
-  return idx;
+  return max_values_and_positions(x, p, "argmax").second;
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {

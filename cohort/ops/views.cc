@@ -60,7 +60,7 @@ struct SliceBackward : autograd::Node {
   Shape in_shape;
   int64_t dim = 0, start = 0, step = 1;
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
-    Tensor out = zeros(in_shape);
+    Tensor out = zeros(in_shape, DType::f32, g[0].device());
     Shape st = out.strides();
     int64_t off = start * st[size_t(dim)];
     st[size_t(dim)] *= step;

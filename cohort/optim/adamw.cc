@@ -51,6 +51,8 @@ void AdamW::step() {
     float* m = st.slots[0].data<float>();
     float* v = st.slots[1].data<float>();
     if (const Device d = param.device(); !d.is_cpu()) {  // the device's fused update
+      COHORT_INTERNAL(st.slots[0].device() == d && st.slots[1].device() == d, "AdamW state of '",
+                      params_[i].first, "' is not on ", d.str());
       dispatch::need(dispatch::kernels_for(d).adamw_update, "AdamW", d)(d, p, gp, m, v,
                                                                         param.numel(), s);
       continue;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "cohort/autograd/node.h"
+#include "cohort/dispatch/kernel_table.h"
 #include "cohort/kernels/cpu/simd.h"
 
 namespace cohort::optim {
@@ -24,6 +25,26 @@ void scale(float* __restrict x, int64_t n, float c) {
   for (int64_t i = 0; i < n; ++i) x[i] *= c;
 }
 
+// g [n] on a device: the squares summed there (the device's own order), read back.
+double device_sum_squares(const Tensor& g) {
+  const Device d = g.device();
+  const dispatch::KernelTable& k = dispatch::kernels_for(d);
+  const int64_t n = g.numel();
+  const float* x = g.data<float>();
+  Tensor squares = empty({n}, DType::f32, d), total = empty({1}, DType::f32, d);
+  k.binary_2d(d, cpu::BinaryOp::kMul, 1, n, x, 0, 1, x, 0, 1, squares.data<float>());
+  dispatch::need(k.sum_middle, "clip_grad_norm", d)(d, squares.data<float>(), 1, n, 1,
+                                                    total.data<float>());
+  return double(total.item<float>());
+}
+
+// x [n] *= c, on x's device.
+void scale_on_device(const Tensor& x, float c) {
+  if (x.device().is_cpu()) return scale(x.data<float>(), x.numel(), c);
+  const Device d = x.device();
+  dispatch::kernels_for(d).affine(d, x.data<float>(), c, 0.0f, x.data<float>(), x.numel());
+}
+
 Tensor checked_grad(const Tensor& p) {
   Tensor g = p.grad();
   if (!g.defined()) return g;
@@ -38,7 +59,8 @@ double grad_norm(const std::vector<Tensor>& params) {
   double total = 0;
   for (const Tensor& p : params) {
     Tensor g = checked_grad(p);
-    if (g.defined()) total += sum_squares(g.data<float>(), g.numel());
+    if (!g.defined()) continue;
+    total += g.device().is_cpu() ? sum_squares(g.data<float>(), g.numel()) : device_sum_squares(g);
   }
   return std::sqrt(total);
 }
@@ -51,7 +73,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     autograd::NoGradGuard no_grad;
     for (const Tensor& p : params) {
       Tensor g = checked_grad(p);
-      if (g.defined()) scale(g.data<float>(), g.numel(), float(coef));
+      if (g.defined()) scale_on_device(g, float(coef));
     }
   }
   return total;
@@ -63,7 +85,7 @@ void scale_tensors(const std::vector<Tensor>& tensors, double coef) {
     if (!t.defined()) continue;
     COHORT_CHECK_ARG(t.dtype() == DType::f32 && t.is_contiguous(),
                      "scale_tensors: tensors must be contiguous float32, got ", t.str());
-    scale(t.data<float>(), t.numel(), float(coef));
+    scale_on_device(t, float(coef));
   }
 }
 

@@ -157,13 +157,14 @@ void Optimizer::import_state(const OptimizerState& st) {
     for (size_t k = 0; k < slot_names_.size(); ++k) {
       auto it = st.tensors.find(name + "." + slot_names_[k]);
       if (it == st.tensors.end()) continue;
-      slots[k] = empty(params_[i].second.shape());
+      slots[k] = empty(params_[i].second.shape(), DType::f32, params_[i].second.device());
       slots[k].copy_(it->second);
       any = true;
     }
     if (any) {
       for (auto& s : slots)
-        if (!s.defined()) s = zeros(params_[i].second.shape());
+        if (!s.defined())
+          s = zeros(params_[i].second.shape(), DType::f32, params_[i].second.device());
       fresh[i].slots = std::move(slots);
     }
   }

@@ -52,6 +52,8 @@ void SGD::step() {
                                         : cpu::SgdPhase::kMomentum;
     const bool nesterov = opt_.nesterov;
     if (const Device d = param.device(); !d.is_cpu()) {  // the device's fused update
+      COHORT_INTERNAL(!buf || st.slots[0].device() == d, "SGD momentum of '", params_[i].first,
+                      "' is not on ", d.str());
       dispatch::need(dispatch::kernels_for(d).sgd_update, "SGD", d)(d, p, gp, buf, param.numel(), s,
                                                                     phase, nesterov);
     } else {

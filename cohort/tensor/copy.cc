@@ -51,18 +51,45 @@ template <typename T>
 constexpr bool kWide =
     std::is_same_v<T, double> || std::is_same_v<T, int64_t> || std::is_same_v<T, int32_t>;
 
-// A copy with a device other than the CPU on either side: the device backend moves the bytes,
-// so both tensors must be contiguous and of one dtype (a strided or converting copy on the
-// device is an op's work, not a memcpy's).
+// dst <- src on one device, at least one of them a view: the device gathers a strided source
+// (Tensor::contiguous of a transpose) or scatters into a strided destination (a slice's
+// backward); two views go through a contiguous copy of the source.
+void copy_views_on_device(const Tensor& dst, const Tensor& src) {
+  const Device d = dst.device();
+  DeviceMemory& m = device_memory(d);
+  if (src.is_contiguous() && dst.is_contiguous())
+    return m.copy(dst.raw_data(), d, src.raw_data(), d, dst.nbytes());
+  const size_t item = dtype_size(src.dtype());
+  if (!src.is_contiguous() && !dst.is_contiguous()) {
+    Tensor packed = empty(src.shape(), src.dtype(), d);
+    m.copy_view(d.index, DeviceMemory::View::kSource, packed.raw_data(), src.raw_data(),
+                src.shape(), src.strides(), item);
+    return copy_views_on_device(dst, packed);
+  }
+  if (!src.is_contiguous())
+    return m.copy_view(d.index, DeviceMemory::View::kSource, dst.raw_data(), src.raw_data(),
+                       src.shape(), src.strides(), item);
+  m.copy_view(d.index, DeviceMemory::View::kDestination, dst.raw_data(), src.raw_data(),
+              dst.shape(), dst.strides(), item);
+}
+
+// A copy with a device other than the CPU on either side, keeping the dtype. On one device a
+// view is gathered or scattered there; between devices the bytes move contiguous, so a view on
+// either side is packed on its own device first (a copy there), then placed.
 void copy_across_devices(const Tensor& dst, const Tensor& src) {
   COHORT_CHECK_ARG(dst.dtype() == src.dtype(), "copy_: from ", dtype_name(src.dtype()), " on ",
                    src.device().str(), " to ", dtype_name(dst.dtype()), " on ", dst.device().str(),
                    ": a copy between devices keeps the dtype (convert on one side first)");
-  COHORT_CHECK_ARG(dst.is_contiguous() && src.is_contiguous(), "copy_: from ", src.device().str(),
-                   " to ", dst.device().str(),
-                   " needs contiguous tensors (call contiguous() on the device first)");
+  if (dst.device() == src.device()) return copy_views_on_device(dst, src);
+  const Tensor packed = src.is_contiguous() ? src : src.clone_raw();
+  if (!dst.is_contiguous()) {
+    Tensor landed = empty(src.shape(), src.dtype(), dst.device());
+    copy_across_devices(landed, packed);
+    Tensor(dst).copy_(landed);  // a view on dst's own device (or a strided host copy)
+    return;
+  }
   const Device device = dst.device().is_cpu() ? src.device() : dst.device();
-  device_memory(device).copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(),
+  device_memory(device).copy(dst.raw_data(), dst.device(), packed.raw_data(), packed.device(),
                              dst.nbytes());
 }
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cohort/tensor/dtype.h"
 
@@ -32,6 +33,14 @@ class DeviceMemory {
   // is complete and both buffers may be reused.
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
                     size_t nbytes) = 0;
+  // A copy on device `index` between a strided view (shape, strides in elements, starting at its
+  // pointer) and a contiguous buffer, elements of `elem_size` bytes in row-major order. kSource:
+  // the view is src and dst is contiguous (what makes a transposed or sliced tensor contiguous);
+  // kDestination: the view is dst (a slice's backward writes into its window).
+  enum class View : uint8_t { kSource, kDestination };
+  virtual void copy_view(int index, View view, void* dst, const void* src,
+                         const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                         size_t elem_size) = 0;
   virtual DeviceMemoryStats stats(int index) const = 0;
 };
 

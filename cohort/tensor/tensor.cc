@@ -178,7 +178,7 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
 Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
   Tensor out = empty(shape(), dtype(), device);
-  out.copy_(this->device().is_cpu() ? contiguous_raw() : *this);  // a host view gathers first
+  out.copy_(contiguous_raw());  // a view is gathered on its own device first
   return out;
 }
 

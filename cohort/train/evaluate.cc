@@ -18,10 +18,11 @@ EvalResult evaluate_split(const std::function<Tensor(const Tensor&)>& forward,
     if (o.max_batches > 0 && n_batches++ >= o.max_batches) break;
     Tensor logits = forward(b.x);
     int64_t n = b.y.numel();
-    loss_sum += double(nn::cross_entropy(logits, b.y).item<float>()) * double(n);
+    loss_sum +=
+        double(nn::cross_entropy(logits, b.y.to(logits.device())).item<float>()) * double(n);
     r.samples += n;
-    if (!o.is_text) {
-      std::vector<int64_t> pred = ops::argmax(logits, -1).to_vector<int64_t>();
+    if (!o.is_text) {  // argmax on the host: the logits of a batch are small
+      std::vector<int64_t> pred = ops::argmax(logits.to(Device::cpu()), -1).to_vector<int64_t>();
       std::vector<int64_t> y = b.y.to_vector<int64_t>();
       for (size_t i = 0; i < y.size(); ++i) correct += pred[i] == y[i];
     }

@@ -19,6 +19,7 @@
 #include "cohort/optim/clip.h"
 #include "cohort/parallel/strategy_registry.h"
 #include "cohort/train/components.h"
+#include "cohort/train/device_select.h"
 #include "cohort/train/evaluate.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/run_dir.h"
@@ -93,6 +94,8 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
                    s_->data.train->size(), " samples)");
   s_->mesh = make_mesh(cfg, *s_->world);  // collective when the model is split
   s_->model = s_->mesh ? make_model(cfg, *s_->mesh) : make_model(cfg);
+  s_->device = select_device(cfg, s_->world->size);
+  s_->model->to(s_->device);  // before the optimizer: its state is made where the parameters are
   s_->memory.tag_parameters(*s_->model);
   s_->opt = make_optimizer(cfg, *s_->model);
   s_->grad_accum = cfg.get_int("train.grad_accum_steps");
@@ -135,7 +138,8 @@ EvalResult Trainer::evaluate() {
   o.max_batches = s_->cfg.get_int("train.eval_batches");
   o.batch = s_->data.is_text ? s_->batch : std::max<int64_t>(s_->batch, 500);
   o.is_text = s_->data.is_text;
-  return evaluate_split([&](const Tensor& x) { return s_->strategy->eval_forward(x); },
-                        s_->data.eval, o);
+  return evaluate_split(
+      [&](const Tensor& x) { return s_->strategy->eval_forward(x.to(s_->device)); }, s_->data.eval,
+      o);
 }
 }  // namespace cohort::train

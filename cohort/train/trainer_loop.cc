@@ -51,7 +51,8 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
   std::vector<parallel::MicroBatch> parts;
   for (const data::Batch& b : micro) {
     // Equal micro-batches: weight 1 / micro.size(), exactly (the division is correctly rounded).
-    parts.push_back({b.x, b.y, double(b.y.size(0)) / double(step_samples)});
+    parts.push_back(
+        {b.x.to(s.device), b.y.to(s.device), double(b.y.size(0)) / double(step_samples)});
     t.samples += b.y.size(0);
   }
   parallel::ForwardBackwardResult fb = s.strategy->forward_backward(

@@ -58,6 +58,7 @@ struct Trainer::State {
   DataSplits data;
   std::shared_ptr<const parallel::DeviceMesh> mesh;  // when the model is split over ranks
   std::shared_ptr<nn::Module> model;
+  Device device;  // run.device: the model, its optimizer state and every batch live there
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::LrSchedule> schedule;
   metrics::Recorder log;     // every record of this rank goes here (its JSONL file, ...)

@@ -1,4 +1,4 @@
-// The fused attention kernels' arithmetic (device_math.h's attention section) run on the host in
+// The fused attention kernels' arithmetic (attention_math.h) run on the host in
 // the kernels' own tiling: forward's online softmax over 32-key tiles, backward's three passes
 // (D per query row, dk/dv per key tile, dq per query tile). Checked against
 // kernels/cpu/attention on every machine, so what is left for the GPU test is the launch.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cohort/kernels/cpu/attention.h"
-#include "cohort/kernels/cuda/device_math.h"
+#include "cohort/kernels/cuda/attention_math.h"
 
 namespace cohort::cuda::math {
 namespace {

@@ -1,4 +1,4 @@
-// conv.cu's per-element arithmetic (kernels/cuda/device_math.h: im2col's source index, col2im's
+// conv.cu's per-element arithmetic (kernels/cuda/conv_math.h: im2col's source index, col2im's
 // gather, the pooling windows) run on the CPU against kernels/cpu/conv.h, bit for bit: what is
 // left for the GPU tests is the launch (grids, groups of samples, the gemms).
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cohort/kernels/cpu/conv.h"
-#include "cohort/kernels/cuda/device_math.h"
+#include "cohort/kernels/cuda/conv_math.h"
 
 namespace cohort::cuda::math {
 namespace {

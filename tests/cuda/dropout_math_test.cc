@@ -1,5 +1,5 @@
 // Dropout's mask as the CUDA kernel computes it (math::philox4x32_10, math::dropout_value in
-// kernels/cuda/device_math.h), checked on the CPU bit for bit against core/rng.h's Philox and
+// kernels/cuda/philox_math.h), checked on the CPU bit for bit against core/rng.h's Philox and
 // cpu::dropout_apply: a GPU run that passes its launch test drops exactly the CPU's elements.
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "cohort/core/rng.h"
 #include "cohort/kernels/cpu/dropout.h"
-#include "cohort/kernels/cuda/device_math.h"
+#include "cohort/kernels/cuda/philox_math.h"
 
 namespace cohort::cuda::math {
 namespace {

@@ -1,4 +1,4 @@
-// The merge behind the GPU's max over a dim (math::ArgMax in kernels/cuda/device_math.h),
+// The merge behind the GPU's max over a dim (math::ArgMax in kernels/cuda/argmax_math.h),
 // checked on the CPU against cpu::max_middle: scanning in order and merging pieces in any tree
 // (what a block's threads do) both give the CPU's value and first maximal position, with NaNs,
 // ties, signed zeros and rows of -inf.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cohort/kernels/cpu/reduce.h"
-#include "cohort/kernels/cuda/device_math.h"
+#include "cohort/kernels/cuda/argmax_math.h"
 
 namespace cohort::cuda::math {
 namespace {

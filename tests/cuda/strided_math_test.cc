@@ -1,5 +1,5 @@
 // The index arithmetic of the GPU's strided gather (math::make_strided_view, strided_offset in
-// kernels/cuda/device_math.h), checked on the CPU against tensor/strided.h's for_each_offset:
+// kernels/cuda/strided_math.h), checked on the CPU against tensor/strided.h's for_each_offset:
 // transposes, slices with steps, broadcasts and size-1 dims, 0 to 8 dims, in 64- and 32-bit.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "cohort/kernels/cuda/device_math.h"
+#include "cohort/kernels/cuda/strided_math.h"
 #include "cohort/tensor/strided.h"
 
 namespace cohort::cuda::math {

@@ -14,6 +14,7 @@
 #include "cohort/tensor/allocator.h"
 #include "cohort/tensor/block_cache.h"
 #include "cohort/tensor/device_memory.h"
+#include "cohort/tensor/strided.h"
 
 namespace cohort::testing {
 
@@ -40,11 +41,26 @@ class StandInDevice final : public DeviceMemory {
     copies++;
     std::memcpy(dst, src, nbytes);
   }
+  void copy_view(int, View view, void* dst, const void* src, const std::vector<int64_t>& shape,
+                 const std::vector<int64_t>& strides, size_t elem_size) override {
+    (view == View::kSource ? gathers : scatters)++;
+    auto* out = static_cast<char*>(dst);
+    const auto* in = static_cast<const char*>(src);
+    for_each_offset<1>(shape, {&strides}, [&](int64_t off) {
+      if (view == View::kSource) {
+        std::memcpy(out, in + off * int64_t(elem_size), elem_size);
+        out += elem_size;
+      } else {
+        std::memcpy(out + off * int64_t(elem_size), in, elem_size);
+        in += elem_size;
+      }
+    });
+  }
   DeviceMemoryStats stats(int) const override { return stats_; }
   ~StandInDevice() override {
     cache_.drain([](void* p, size_t) { std::free(p); });
   }
-  int copies = 0;
+  int copies = 0, gathers = 0, scatters = 0;
 
  private:
   BlockCache cache_{uint64_t{1} << 30};

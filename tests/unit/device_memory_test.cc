@@ -62,7 +62,7 @@ TEST_F(DeviceMemoryTest, AHostViewIsGatheredBeforeItGoesToTheDevice) {
   EXPECT_EQ(back.to_vector<float>(), (std::vector<float>{2, 3, 8, 9, 14, 15, 20, 21}));
 }
 
-TEST_F(DeviceMemoryTest, CopiesBetweenDevicesKeepTheDtypeAndNeedContiguousTensors) {
+TEST_F(DeviceMemoryTest, CopiesBetweenDevicesKeepTheDtypeAndGatherViewsOnTheDevice) {
   Tensor dev = zeros({4}, DType::f32, Device::cuda(0));
   try {
     dev.copy_(ones({4}, DType::f64));
@@ -70,9 +70,22 @@ TEST_F(DeviceMemoryTest, CopiesBetweenDevicesKeepTheDtypeAndNeedContiguousTensor
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("keeps the dtype"), std::string::npos) << e.what();
   }
-  Tensor dev2 = zeros({2, 4}, DType::f32, Device::cuda(0));
-  Tensor strided = dev2.as_strided({2, 2}, {4, 2}, 0);
-  EXPECT_THROW(strided.to(Device::cpu()), InvalidArgument);
+  // A strided view on the device is gathered there, then copied.
+  Tensor host = empty({2, 4});
+  for (int i = 0; i < 8; ++i) host.data<float>()[i] = float(i);
+  Tensor strided = host.to(Device::cuda(0)).as_strided({2, 2}, {4, 2}, 1);  // columns 1 and 3
+  EXPECT_EQ(strided.to(Device::cpu()).to_vector<float>(), (std::vector<float>{1, 3, 5, 7}));
+  EXPECT_EQ(device_.gathers, 1);
+  // A strided destination on the device is scattered into there (a slice's backward).
+  Tensor whole = zeros({2, 4}, DType::f32, Device::cuda(0));
+  whole.as_strided({2, 2}, {4, 2}, 0).copy_(ones({2, 2}).to(Device::cuda(0)));
+  EXPECT_EQ(whole.to(Device::cpu()).to_vector<float>(),
+            (std::vector<float>{1, 0, 1, 0, 1, 0, 1, 0}));
+  EXPECT_EQ(device_.scatters, 1);
+  // From the host into a device view: the bytes land contiguous on the device, then scatter.
+  whole.as_strided({2, 2}, {4, 2}, 1).copy_(full({2, 2}, 2.0));
+  EXPECT_EQ(whole.to(Device::cpu()).to_vector<float>(),
+            (std::vector<float>{1, 2, 1, 2, 1, 2, 1, 2}));
   dev.fill_(2.5);
   EXPECT_EQ(dev.to_vector<float>(), std::vector<float>(4, 2.5f));
 }

@@ -6,10 +6,15 @@
 #include <gtest/gtest.h>
 
 #include "cohort/nn/loss.h"
+#include "cohort/nn/models/cnn.h"
+#include "cohort/nn/models/gpt.h"
 #include "cohort/nn/models/mlp.h"
 #include "cohort/ops/ops.h"
 #include "cohort/optim/adamw.h"
 #include "cohort/optim/sgd.h"
+#include "cohort/train/config/train_config.h"
+#include "cohort/train/trainer.h"
+#include "tests/e2e/run_dirs.h"
 #include "tests/support/stand_in_device.h"
 
 namespace cohort {
@@ -69,6 +74,104 @@ TEST(DeviceTraining, AnMlpWithAdamwTrainsOnTheDeviceAsOnTheCpu) {
   EXPECT_EQ(train(kGpu, 10, adamw), train(Device::cpu(), 10, adamw));
 }
 
+// A small GPT (embeddings, layer norm, fused causal attention over strided q/k/v views, GELU,
+// dropout, the tied head) trains on the device as on the CPU: every view the model takes is
+// gathered on the device where it must be contiguous.
+std::vector<std::vector<float>> train_gpt(Device device, int steps) {
+  nn::GPT model({.vocab_size = 32,
+                 .n_layer = 2,
+                 .n_head = 2,
+                 .n_embd = 16,
+                 .block_size = 8,
+                 .dropout = 0.1,
+                 .seed = 5});
+  model.to(device);
+  optim::AdamW opt(model.named_parameters(), {.lr = 1e-2});
+  for (int step = 0; step < steps; ++step) {
+    Tensor idx = empty({4, 8}, DType::i64), next = empty({32}, DType::i64);
+    for (int i = 0; i < 32; ++i) {
+      idx.data<int64_t>()[i] = (i * 5 + step) % 32;
+      next.data<int64_t>()[i] = (i * 5 + step + 1) % 32;
+    }
+    Tensor logits = model(idx.to(device));
+    Tensor loss = ops::cross_entropy(logits.reshape({32, 32}), next.to(device));
+    model.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  std::vector<std::vector<float>> out;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor host = p.to(Device::cpu());
+    out.push_back(host.to_vector<float>());
+  }
+  // Sampling reads the last position's logits back (greedy and top-k with a fixed seed).
+  const auto greedy = model.generate_tokens({1, 2, 3}, {.max_new_tokens = 6, .temperature = 0.0});
+  const auto sampled = model.generate_tokens({4}, {.max_new_tokens = 6, .top_k = 5});
+  out.emplace_back(greedy.begin(), greedy.end());
+  out.emplace_back(sampled.begin(), sampled.end());
+  return out;
+}
+
+TEST(DeviceTraining, AGptTrainsOnTheDeviceAsOnTheCpu) {
+  testing::StandInGpu gpu;
+  EXPECT_EQ(train_gpt(kGpu, 5), train_gpt(Device::cpu(), 5));
+  EXPECT_GT(gpu.memory.gathers, 0) << "the attention's views were made contiguous on the device";
+}
+
+// `cohort train` with run.device = "cuda": the trainer moves the model and every batch to the
+// device, evaluates there, and writes a checkpoint the CPU reads; the run equals the CPU's.
+std::vector<std::string> small_job(const std::string& name, const std::string& device) {
+  return {
+      "data.dataset=synthetic", "data.synthetic_samples=256",
+      "data.batch_size=32",     "model.hidden=[32]",
+      "train.max_steps=12",     "optim.momentum=0.9",
+      "run.threads=1",          "run.progress=none",
+      "ckpt.async=false",       "run.device=" + device,
+      "run.name=" + name,       "run.dir=" + testing::fresh_dir("cohort_device_", name).string()};
+}
+
+TEST(DeviceTraining, CohortTrainOnTheDeviceMatchesTheCpuAndItsCheckpointLoadsOnTheCpu) {
+  testing::StandInGpu gpu;
+  train::Trainer on_cpu(train::load_config("/dev/null", small_job("cpu", "cpu")));
+  const train::TrainSummary cpu_sum = on_cpu.run();
+  train::Trainer on_gpu(train::load_config("/dev/null", small_job("gpu", "cuda")));
+  const train::TrainSummary gpu_sum = on_gpu.run();
+  EXPECT_EQ(gpu_sum.eval.loss, cpu_sum.eval.loss);
+  EXPECT_EQ(gpu_sum.eval.accuracy, cpu_sum.eval.accuracy);
+  const NamedTensors gpu_params = on_gpu.model().named_parameters();
+  for (size_t i = 0; i < gpu_params.size(); ++i) {
+    EXPECT_EQ(gpu_params[i].second.device(), kGpu) << gpu_params[i].first;
+    const Tensor host = gpu_params[i].second.to(Device::cpu());
+    EXPECT_EQ(host.to_vector<float>(),
+              on_cpu.model().named_parameters()[i].second.to_vector<float>())
+        << gpu_params[i].first;
+  }
+  // The GPU run's newest checkpoint resumes on the CPU, and the steps after it give what the
+  // CPU run resumed from its own gives.
+  auto resumed = [](const std::string& run_dir, const std::string& name,
+                    const std::string& device) {
+    std::vector<std::string> job = small_job(name, device);
+    job.push_back("train.max_steps=24");
+    job.push_back("run.resume=" + testing::newest_checkpoint(run_dir).string());
+    train::Trainer t(train::load_config("/dev/null", job));
+    return t.run().eval.loss;
+  };
+  EXPECT_EQ(resumed(gpu_sum.run_dir, "from_gpu", "cpu"),
+            resumed(cpu_sum.run_dir, "from_cpu", "cpu"));
+  // And the CPU run's resumes on the device (optimizer state made there).
+  EXPECT_EQ(resumed(cpu_sum.run_dir, "onto_gpu", "cuda"), resumed(cpu_sum.run_dir, "again", "cpu"));
+}
+
+TEST(DeviceTraining, CudaWithoutABackendOrWithSeveralWorkersIsAConfigError) {
+  try {
+    train::Trainer t(train::load_config("/dev/null", small_job("nogpu", "cuda")));
+    FAIL() << "run.device = cuda trained without a GPU";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("run.device = \"cuda\""), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(train::load_config("/dev/null", {"run.device=tpu"}), InvalidArgument);
+}
+
 TEST(DeviceTraining, MixingDevicesInAnOpNamesBoth) {
   testing::StandInGpu gpu;
   Tensor a = ones({3}).to(kGpu), b = ones({3});
@@ -84,14 +187,43 @@ TEST(DeviceTraining, MixingDevicesInAnOpNamesBoth) {
 
 TEST(DeviceTraining, AnOpWithoutADeviceKernelSaysSoInsteadOfRunningOnDeviceMemory) {
   testing::StandInGpu gpu;
+  dispatch::KernelTable partial = dispatch::cpu_table();  // a device that lacks one kernel
+  partial.max_pool2d_forward = nullptr;
+  dispatch::set_kernel_table(Device::Kind::kCUDA, &partial);
   Tensor x = ones({1, 1, 4, 4}).to(kGpu);
   try {
     ops::max_pool2d(x, 2);
-    FAIL() << "max_pool2d ran on cuda:0";
+    FAIL() << "max_pool2d ran on cuda:0 without a kernel";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("max_pool2d has no kernel on cuda:0"), std::string::npos)
         << e.what();
   }
+}
+
+// The CNN (conv2d, max_pool2d, linear) on the device as on the CPU.
+TEST(DeviceTraining, ACnnTrainsOnTheDeviceAsOnTheCpu) {
+  testing::StandInGpu gpu;
+  auto train_cnn = [](Device device) {
+    nn::CNN model({.seed = 2});
+    model.to(device);
+    optim::SGD opt(model.named_parameters(), {.lr = 0.05, .momentum = 0.9});
+    for (int step = 0; step < 3; ++step) {
+      Tensor images = randn({16, 1, 28, 28}, uint64_t(200 + step));
+      Tensor labels = empty({16}, DType::i64);
+      for (int i = 0; i < 16; ++i) labels.data<int64_t>()[i] = (i + step) % 10;
+      Tensor loss = ops::cross_entropy(model(images.to(device)), labels.to(device));
+      model.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+    std::vector<std::vector<float>> out;
+    for (const auto& [name, p] : model.named_parameters()) {
+      const Tensor host = p.to(Device::cpu());
+      out.push_back(host.to_vector<float>());
+    }
+    return out;
+  };
+  EXPECT_EQ(train_cnn(kGpu), train_cnn(Device::cpu()));
 }
 
 TEST(DeviceTraining, MovingAModuleToADeviceWithoutABackendMovesNothing) {

@@ -2,7 +2,7 @@
 
 #include <type_traits>
 
-#include "cohort/kernels/cuda/device_math.h"
+#include "cohort/kernels/cuda/attention_math.h"
 #include "cohort/kernels/cuda/runtime.h"
 
 // Layout shared by the kernels. A block has 8 warps (256 threads) and one tile of 32 rows of

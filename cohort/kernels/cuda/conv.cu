@@ -2,11 +2,11 @@
 
 #include "cohort/kernels/cuda/block_reduce.cuh"
 #include "cohort/kernels/cuda/conv.h"
-#include "cohort/kernels/cuda/device_math.h"
+#include "cohort/kernels/cuda/conv_math.h"
 #include "cohort/kernels/cuda/runtime.h"
 
 // Per-element kernels are grid-stride loops (blocks_for caps the grid) with int64 indices; what
-// each element computes is device_math.h's (checked on the CPU by tests/cuda/conv_math_test.cc).
+// each element computes is conv_math.h's (checked on the CPU by tests/cuda/conv_math_test.cc).
 // Below, L = OH * OW, patch = C * KH * KW and g the samples of the current group.
 namespace cohort::cuda {
 namespace {

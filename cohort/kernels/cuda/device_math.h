@@ -18,6 +18,13 @@
 #define COHORT_HD inline
 #endif
 
+// A loop the device compiler unrolls (fixed trip counts in the kernels' index arithmetic).
+#if defined(__CUDA_ARCH__)
+#define COHORT_UNROLL _Pragma("unroll")
+#else
+#define COHORT_UNROLL
+#endif
+
 namespace cohort::cuda::math {
 
 // ---- bf16: the top half of an f32 ----------------------------------------------------------

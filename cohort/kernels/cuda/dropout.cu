@@ -1,5 +1,5 @@
-#include "cohort/kernels/cuda/device_math.h"
 #include "cohort/kernels/cuda/dropout.h"
+#include "cohort/kernels/cuda/philox_math.h"
 #include "cohort/kernels/cuda/runtime.h"
 
 // One thread per Philox block: block b gives the uniforms of elements 4b .. 4b+3 (the CPU's

@@ -18,4 +18,11 @@ void strided_copy(const void* src, int64_t src_offset_elems, const int64_t* shap
                   const int64_t* strides, int ndim, size_t elem_size, void* dst,
                   cudaStream_t stream);
 
+// The other direction: dst viewed with (shape, strides), starting `dst_offset_elems` elements
+// into dst, receives src [prod(shape)] (contiguous) in row-major order (a slice's backward writes
+// the gradient into its window of a zeroed tensor this way). Every stride of a dim longer than 1
+// must be positive: two elements written to one place would race (InvalidArgument otherwise).
+void strided_scatter(const void* src, const int64_t* shape, const int64_t* strides, int ndim,
+                     size_t elem_size, void* dst, int64_t dst_offset_elems, cudaStream_t stream);
+
 }  // namespace cohort::cuda

@@ -159,7 +159,7 @@ Tensor GPT::embed(const Tensor& idx) {
   COHORT_CHECK_ARG(T >= 1 && T <= opt_.block_size, "GPT: sequence length T = ", T,
                    " must be in [1, block_size = ", opt_.block_size, "] (idx ",
                    shape_str(idx.shape()), ")");
-  Tensor pos = arange(T, DType::i64);
+  Tensor pos = arange(T, DType::i64).to(idx.device());
   return (*drop_)((*wte_)(idx) + (*wpe_)(pos));  // [B, T, C] + [T, C]
 }
 
@@ -224,7 +224,8 @@ std::vector<int64_t> GPT::generate_tokens(std::vector<int64_t> tokens, const Gen
   for (int64_t n = 0; n < opt.max_new_tokens; ++n) {
     size_t T = std::min(tokens.size(), size_t(opt_.block_size));
     std::vector<int64_t> ctx(tokens.end() - int64_t(T), tokens.end());
-    Tensor logits = forward(from_vector_i64(ctx, {1, int64_t(T)}));
+    Tensor logits =
+        forward(from_vector_i64(ctx, {1, int64_t(T)}).to(wte_->param("weight").device()));
     tokens.push_back(sample_next(logits, opt, uint64_t(n)));
   }
   return tokens;

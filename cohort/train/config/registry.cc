@@ -20,6 +20,14 @@ void add_run_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  r.add({"run.device",
+         T::kString,
+         std::string("cpu"),
+         "Where the model trains: `cpu`, or `cuda` (GPU 0 of those visible; a build with CUDA "
+         "and one worker, docs/gpu.md). Ops without a GPU kernel yet stop the run naming "
+         "themselves.",
+         "",
+         {"cpu", "cuda"}});
   r.add({"run.threads",
          T::kInt,
          int64_t(0),

@@ -119,6 +119,40 @@ TEST(CudaStridedCopy, OffsetsPastInt32) {
 }
 
 // Arguments are checked before anything touches the device: this runs without a GPU.
+// strided_scatter writes a contiguous source into the view's places and leaves the rest of dst
+// as it was: a slice with steps, a transpose, an offset window.
+template <typename T>
+void check_scatter(int64_t base_numel, int64_t offset, const Shape& shape, const Shape& strides) {
+  const auto base = pattern<T>(size_t(base_numel));
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<T> src(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) src[size_t(k)] = T(~uint64_t(k));
+  std::vector<T> want = base;
+  int64_t k = 0;
+  for_each_offset<1>(shape, {&strides},
+                     [&](int64_t off) { want[size_t(offset + off)] = src[size_t(k++)]; });
+  DeviceArray<T> dsrc(src), ddst(base);
+  strided_scatter(dsrc.data(), shape.data(), strides.data(), int(shape.size()), sizeof(T),
+                  ddst.data(), offset, nullptr);
+  EXPECT_EQ(ddst.download(), want)
+      << "elem " << sizeof(T) << " shape " << ::testing::PrintToString(shape);
+}
+
+TEST(CudaStridedCopy, ScatterWritesOnlyTheViewsPlaces) {
+  COHORT_REQUIRE_GPU();
+  check_scatter<float>(64 * 48, 0, {48, 64}, {1, 48});  // into a transposed view
+  check_scatter<float>(10 * 30, 3, {10, 9}, {30, 3});   // a slice with step 3, offset 3
+  check_scatter<uint64_t>(5 * 7 * 11, 12, {4, 3, 2}, {77, 11, 5});
+  check_scatter<uint16_t>(1000, 0, {1000}, {1});  // contiguous: one memcpy
+  const Shape shape{4, 4}, zero_stride{4, 0};
+  DeviceArray<float> a(16), b(16);
+  EXPECT_THROW(
+      strided_scatter(a.data(), shape.data(), zero_stride.data(), 2, 4, b.data(), 0, nullptr),
+      InvalidArgument)
+      << "two elements written to one place";
+}
+
 TEST(CudaStridedCopy, RejectsTooManyDimsAndOddElementSizes) {
   const int64_t shape[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, strides[9] = {};
   EXPECT_THROW(strided_copy(nullptr, 0, shape, strides, 9, 4, nullptr, nullptr), InvalidArgument);

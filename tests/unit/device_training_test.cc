@@ -172,6 +172,15 @@ TEST(DeviceTraining, CudaWithoutABackendOrWithSeveralWorkersIsAConfigError) {
   EXPECT_THROW(train::load_config("/dev/null", {"run.device=tpu"}), InvalidArgument);
 }
 
+TEST(DeviceTraining, TheGpt2SmallExampleAsksForTheGpu) {
+  const Config cfg =
+      train::load_config(std::string(COHORT_SOURCE_DIR) + "/examples/gpt2_small.toml", {});
+  EXPECT_EQ(cfg.get_string("run.device"), "cuda");
+  EXPECT_EQ(cfg.get_int("model.n_layer"), 12);
+  EXPECT_EQ(cfg.get_int("model.n_embd"), 768);
+  EXPECT_EQ(cfg.get_int("model.block_size"), 1024);
+}
+
 TEST(DeviceTraining, MixingDevicesInAnOpNamesBoth) {
   testing::StandInGpu gpu;
   Tensor a = ones({3}).to(kGpu), b = ones({3});

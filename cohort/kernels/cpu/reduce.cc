@@ -13,7 +13,7 @@
 namespace cohort::cpu {
 namespace {
 
-constexpr int64_t kGrain = 1 << 15;  // elements per parallel chunk
+constexpr int64_t kReduceGrain = 1 << 15;  // elements per parallel chunk
 constexpr int64_t kRowBlock = 4096;  // a row is summed in float blocks of this many...
 constexpr int64_t kColBlock = 512;   // ...and a column in float blocks of this many rows,
 constexpr int64_t kColTile = 256;    // the block sums added up in double.
@@ -74,7 +74,7 @@ COHORT_SIMD_CLONES void col_sums_loop(const float* x, int64_t r, int64_t ld, int
 }
 
 void sum_one_row(const float* x, int64_t r, float* out) {
-  if (r <= 2 * kGrain) {
+  if (r <= 2 * kReduceGrain) {
     row_sums_loop(x, 1, r, out);
     return;
   }
@@ -82,7 +82,7 @@ void sum_one_row(const float* x, int64_t r, float* out) {
   // operations as row_sums_loop, so the result does not depend on the thread count.
   const int64_t nb = (r + kRowBlock - 1) / kRowBlock;
   std::vector<double> part(static_cast<size_t>(nb));
-  parallel_for(0, nb, kGrain / kRowBlock,
+  parallel_for(0, nb, kReduceGrain / kRowBlock,
                [&](int64_t lo, int64_t hi) { block_sums_loop(x, r, lo, hi, part.data()); });
   double acc = 0;
   for (double p : part) acc += p;
@@ -131,9 +131,9 @@ void col_max_loop(const float* x, int64_t r, int64_t inner, float* val, int64_t*
   }
 }
 
-// Rows of `outer` per parallel chunk so that each chunk touches ~kGrain elements.
+// Rows of `outer` per parallel chunk so that each chunk touches ~kReduceGrain elements.
 int64_t outer_grain(int64_t per_outer) {
-  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, per_outer));
+  return std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(1, per_outer));
 }
 
 }  // namespace
@@ -152,7 +152,7 @@ void sum_middle(const float* x, int64_t outer, int64_t r, int64_t inner, float* 
   }
   if (outer == 1) {
     // Split the columns: each column's sum is the same sequence of operations either way.
-    parallel_for(0, inner, std::max<int64_t>(64, kGrain / r), [&](int64_t lo, int64_t hi) {
+    parallel_for(0, inner, std::max<int64_t>(64, kReduceGrain / r), [&](int64_t lo, int64_t hi) {
       col_sums_loop(x + lo, r, inner, hi - lo, out + lo);
     });
     return;

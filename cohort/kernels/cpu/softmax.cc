@@ -12,7 +12,7 @@
 namespace cohort::cpu {
 namespace {
 
-constexpr int64_t kGrain = 1 << 15;  // elements per parallel chunk
+constexpr int64_t kSoftmaxGrain = 1 << 15;  // elements per parallel chunk
 
 COHORT_VINLINE float row_max(const float* x, int64_t n) {
   f32x8 m = splat8(-__builtin_inff());
@@ -129,10 +129,10 @@ COHORT_SIMD_CLONES void cross_entropy_backward_loop(const float* x, const int64_
   }
 }
 
-// Runs fn(lo, hi) over row ranges of ~kGrain elements.
+// Runs fn(lo, hi) over row ranges of ~kSoftmaxGrain elements.
 template <typename Fn>
 void parallel_rows(int64_t rows, int64_t cols, Fn&& fn) {
-  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, cols));
+  const int64_t grain = std::max<int64_t>(1, kSoftmaxGrain / std::max<int64_t>(1, cols));
   if (rows <= grain) {
     if (rows > 0) fn(int64_t(0), rows);
     return;

@@ -11,19 +11,14 @@
 
 #include "cohort/kernels/cpu/attention.h"
 #include "cohort/kernels/cuda/attention_math.h"
+#include "tests/cuda/random_floats.h"
 
 namespace cohort::cuda::math {
 namespace {
 
 constexpr int64_t kTile = kAttnTile;
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-2.f, 2.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::random_floats;
 
 float dot(const float* a, const float* b, int64_t n) {
   float s = 0.f;

@@ -9,17 +9,12 @@
 
 #include "cohort/kernels/cpu/conv.h"
 #include "cohort/kernels/cuda/conv_math.h"
+#include "tests/cuda/random_floats.h"
 
 namespace cohort::cuda::math {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -2.f, float hi = 2.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::random_floats;
 
 // Odd sizes, rectangular inputs and kernels, every stride and padding the models use and more
 // (stride > kernel leaves input pixels no window reads).

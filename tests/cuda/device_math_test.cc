@@ -12,17 +12,12 @@
 #include "cohort/kernels/cpu/elementwise.h"
 #include "cohort/kernels/cpu/norm.h"
 #include "cohort/kernels/cpu/softmax.h"
+#include "tests/cuda/random_floats.h"
 
 namespace cohort::cuda::math {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::random_floats;
 
 TEST(DeviceMath, Bf16RoundsToNearestEvenLikeTorch) {
   // Values whose bf16 roundings torch gives (torch.tensor(x).to(torch.bfloat16)).

@@ -11,17 +11,12 @@
 #include "cohort/core/rng.h"
 #include "cohort/kernels/cpu/dropout.h"
 #include "cohort/kernels/cuda/philox_math.h"
+#include "tests/cuda/random_floats.h"
 
 namespace cohort::cuda::math {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-3.f, 3.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::random_floats;
 
 // Bitwise equality, so -0 vs +0 and NaN payloads count; names the first differing element.
 ::testing::AssertionResult same_bits(const std::vector<float>& got,

@@ -22,6 +22,16 @@ namespace {
 
 const Device kGpu = Device::cuda(0);
 
+// Every parameter of `model`, read back to the host, in order.
+std::vector<std::vector<float>> host_values(const nn::Module& model) {
+  std::vector<std::vector<float>> out;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor host = p.to(Device::cpu());
+    out.push_back(host.to_vector<float>());
+  }
+  return out;
+}
+
 // A batch of 16 inputs of 20 features and their labels in [0, 5), the same on every call.
 std::pair<Tensor, Tensor> batch(int step) {
   Tensor x = randn({16, 20}, uint64_t(100 + step));
@@ -44,13 +54,8 @@ std::vector<std::vector<float>> train(Device device, int steps, MakeOptimizer ma
     loss.backward();
     opt->step();
   }
-  std::vector<std::vector<float>> out;
-  for (const auto& [name, p] : model.named_parameters()) {
-    EXPECT_EQ(p.device(), device) << name;
-    const Tensor host = p.to(Device::cpu());
-    out.push_back(host.to_vector<float>());
-  }
-  return out;
+  for (const auto& [name, p] : model.named_parameters()) EXPECT_EQ(p.device(), device) << name;
+  return host_values(model);
 }
 
 TEST(DeviceTraining, AnMlpWithSgdMomentumTrainsOnTheDeviceAsOnTheCpu) {
@@ -99,11 +104,7 @@ std::vector<std::vector<float>> train_gpt(Device device, int steps) {
     loss.backward();
     opt.step();
   }
-  std::vector<std::vector<float>> out;
-  for (const auto& [name, p] : model.named_parameters()) {
-    const Tensor host = p.to(Device::cpu());
-    out.push_back(host.to_vector<float>());
-  }
+  std::vector<std::vector<float>> out = host_values(model);
   // Sampling reads the last position's logits back (greedy and top-k with a fixed seed).
   const auto greedy = model.generate_tokens({1, 2, 3}, {.max_new_tokens = 6, .temperature = 0.0});
   const auto sampled = model.generate_tokens({4}, {.max_new_tokens = 6, .top_k = 5});
@@ -225,12 +226,7 @@ TEST(DeviceTraining, ACnnTrainsOnTheDeviceAsOnTheCpu) {
       loss.backward();
       opt.step();
     }
-    std::vector<std::vector<float>> out;
-    for (const auto& [name, p] : model.named_parameters()) {
-      const Tensor host = p.to(Device::cpu());
-      out.push_back(host.to_vector<float>());
-    }
-    return out;
+    return host_values(model);
   };
   EXPECT_EQ(train_cnn(kGpu), train_cnn(Device::cpu()));
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cohort/kernels/cuda/runtime.h"
+#include "tests/cuda/random_floats.h"
 
 namespace cohort::cuda::testing {
 
@@ -20,14 +21,6 @@ namespace cohort::cuda::testing {
     if (::cohort::cuda::device_count(&why_no_gpu) == 0) \
       GTEST_SKIP() << "no CUDA device: " << why_no_gpu; \
   } while (0)
-
-inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -2.f, float hi = 2.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 // Every element of `got` within atol + rtol * |want| of `want`; the failure names the first
 // element out of tolerance and how many are.

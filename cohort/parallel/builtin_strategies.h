@@ -10,6 +10,8 @@ namespace cohort::parallel {
 StrategyRegistration none_strategy_registration();  // strategy.cc
 // "none" itself, for strategies that run single-process jobs without communicating.
 std::unique_ptr<Strategy> make_none_strategy(const StrategyContext& ctx);
+// Its name: what a one-process job of most strategies runs as.
+inline constexpr char kSingleProcessStrategy[] = "none";
 StrategyRegistration ddp_strategy_registration();             // ddp_strategy.cc
 StrategyRegistration local_sgd_strategy_registration();       // local_sgd_strategy.cc
 StrategyRegistration gossip_strategy_registration();          // gossip_strategy.cc

@@ -76,7 +76,7 @@ class NoneStrategy : public Strategy {
                      ctx.group ? ctx.group->size() : 1,
                      " workers; choose a distributed strategy (e.g. 'ddp')");
   }
-  std::string name() const override { return "none"; }
+  std::string name() const override { return kSingleProcessStrategy; }
 };
 
 }  // namespace
@@ -86,7 +86,7 @@ std::unique_ptr<Strategy> make_none_strategy(const StrategyContext& ctx) {
 }
 
 StrategyRegistration none_strategy_registration() {
-  return {.name = "none",
+  return {.name = kSingleProcessStrategy,
           .description = "one process, no communication",
           .add_keys = nullptr,
           .make = make_none_strategy};

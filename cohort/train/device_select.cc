@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cohort/dispatch/kernel_table.h"
+#include "cohort/parallel/builtin_strategies.h"
 #include "cohort/tensor/device_memory.h"
 #if defined(COHORT_HAVE_CUDA)
 #include "cohort/device/cuda_memory.h"
@@ -43,6 +44,14 @@ Device select_device(const Config& cfg, int world_size) {
                    "on one worker, or on the CPU");
   enable_cuda_backend();
   return Device::cuda(0);
+}
+
+void check_strategy_on_device(const Config& cfg, Device device, const std::string& running) {
+  COHORT_CHECK_ARG(device.is_cpu() || running == parallel::kSingleProcessStrategy,
+                   "run.device = \"cuda\" with parallel.strategy = '",
+                   cfg.get_string("parallel.strategy"), "' (running as '", running,
+                   "'): on a GPU only one-process training runs yet (strategies communicate from "
+                   "host memory until GPU communication is built)");
 }
 
 }  // namespace cohort::train

@@ -11,4 +11,8 @@ namespace cohort::train {
 // worker; otherwise an InvalidArgument naming run.device and what is missing.
 Device select_device(const Config& cfg, int world_size);
 
+// On a GPU only the single-process strategy runs yet: the others communicate from host memory.
+// InvalidArgument naming parallel.strategy otherwise.
+void check_strategy_on_device(const Config& cfg, Device device, const std::string& running);
+
 }  // namespace cohort::train

@@ -120,6 +120,7 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
       strategy_name(cfg, s_->mesh.get()),
       {*s_->model, *s_->opt, s_->world->group, cfg, store, &env, s_->total_steps, s_->world->rank,
        s_->world->size, s_->world->worker_restarts, s_->mesh});
+  check_strategy_on_device(cfg, s_->device, s_->strategy->name());
   // Parameter-server workers have no group (they must not wait for each other): no watch.
   s_->stragglers = StragglerWatch(straggler_options(cfg), s_->world->group);
 }

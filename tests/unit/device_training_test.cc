@@ -173,6 +173,21 @@ TEST(DeviceTraining, CudaWithoutABackendOrWithSeveralWorkersIsAConfigError) {
   EXPECT_THROW(train::load_config("/dev/null", {"run.device=tpu"}), InvalidArgument);
 }
 
+// A strategy that communicates from host memory (ZeRO runs its own code even for one worker)
+// is refused on the device, naming it, rather than reading device memory on the host.
+TEST(DeviceTraining, AStrategyThatCommunicatesIsRefusedOnTheDevice) {
+  testing::StandInGpu gpu;
+  std::vector<std::string> job = small_job("zero", "cuda");
+  job.push_back("parallel.strategy=zero");
+  try {
+    train::Trainer t(train::load_config("/dev/null", job));
+    FAIL() << "ZeRO ran on the device";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.strategy = 'zero'"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(DeviceTraining, TheGpt2SmallExampleAsksForTheGpu) {
   const Config cfg =
       train::load_config(std::string(COHORT_SOURCE_DIR) + "/examples/gpt2_small.toml", {});

@@ -97,6 +97,9 @@ void check_federated_config(const Config& cfg) {
                    dataset, "')");
   COHORT_CHECK_ARG(cfg.get_string("model.type") != "gpt",
                    "federated learning trains a classifier: model.type = 'gpt' is not supported");
+  COHORT_CHECK_ARG(cfg.get_string("run.device") == "cpu",
+                   "federated learning runs on the CPU: run.device = '",
+                   cfg.get_string("run.device"), "' is not supported by cohort fl yet");
   // Checked before anything listens or starts: no round could ever gather enough updates.
   const int64_t clients = cfg.get_int("fl.clients"), min_clients = cfg.get_int("fl.min_clients");
   COHORT_CHECK_ARG(min_clients <= clients, "fl.min_clients = ", min_clients,

@@ -12,8 +12,8 @@
 #include "cohort/core/error.h"
 #include "cohort/net/pki.h"
 #include "cohort/net/secret.h"
-#include "cohort/train/roles/federated_roles.h"
 #include "cohort/train/config/train_config.h"
+#include "cohort/train/roles/federated_roles.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/fl_local.h"
 

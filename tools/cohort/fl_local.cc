@@ -15,8 +15,8 @@
 #include "cohort/core/error.h"
 #include "cohort/launch/launcher.h"
 #include "cohort/net/pki.h"
-#include "cohort/train/roles/federated_common.h"
 #include "cohort/train/config/train_config.h"
+#include "cohort/train/roles/federated_common.h"
 
 extern char** environ;
 

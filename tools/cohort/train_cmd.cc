@@ -8,9 +8,9 @@
 #include <memory>
 
 #include "cohort/launch/launcher.h"
+#include "cohort/train/config/train_config.h"
 #include "cohort/train/roles/ps_server_role.h"
 #include "cohort/train/run_dir.h"
-#include "cohort/train/config/train_config.h"
 #include "cohort/train/trainer.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/dashboard_flags.h"

@@ -14,9 +14,9 @@ namespace cohort::cpu {
 namespace {
 
 constexpr int64_t kReduceGrain = 1 << 15;  // elements per parallel chunk
-constexpr int64_t kRowBlock = 4096;  // a row is summed in float blocks of this many...
-constexpr int64_t kColBlock = 512;   // ...and a column in float blocks of this many rows,
-constexpr int64_t kColTile = 256;    // the block sums added up in double.
+constexpr int64_t kRowBlock = 4096;        // a row is summed in float blocks of this many...
+constexpr int64_t kColBlock = 512;         // ...and a column in float blocks of this many rows,
+constexpr int64_t kColTile = 256;          // the block sums added up in double.
 
 // Sum of x[0, n) in 4 x 8 float lanes (n <= kRowBlock, so float keeps ~1e-7 relative error).
 COHORT_VINLINE float block_sum(const float* x, int64_t n) {

@@ -1,5 +1,5 @@
-#include "cohort/kernels/cuda/block_reduce.cuh"
 #include "cohort/kernels/cuda/argmax_math.h"
+#include "cohort/kernels/cuda/block_reduce.cuh"
 #include "cohort/kernels/cuda/reduce_max.h"
 #include "cohort/kernels/cuda/runtime.h"
 

@@ -63,10 +63,11 @@ void expect_gpu_matches_cpu(MakeOptimizer make, const char* what, float toleranc
   const auto on_gpu = train(Device::cuda(0), 100, make, &gpu_losses);
   const float worst = max_relative_difference(on_gpu, on_cpu);
   EXPECT_LT(worst, tolerance) << what << ": parameters after 100 steps";
-  std::printf("[ training ] %s: max relative parameter difference after 100 steps %.3g; "
-              "loss %.4f -> %.4f (CPU %.4f -> %.4f)\n",
-              what, double(worst), double(gpu_losses.front()), double(gpu_losses.back()),
-              double(cpu_losses.front()), double(cpu_losses.back()));
+  std::printf(
+      "[ training ] %s: max relative parameter difference after 100 steps %.3g; "
+      "loss %.4f -> %.4f (CPU %.4f -> %.4f)\n",
+      what, double(worst), double(gpu_losses.front()), double(gpu_losses.back()),
+      double(cpu_losses.front()), double(cpu_losses.back()));
 }
 
 TEST(CudaTraining, AnMlpWithSgdAgreesWithTheCpuOver100Steps) {
@@ -74,8 +75,7 @@ TEST(CudaTraining, AnMlpWithSgdAgreesWithTheCpuOver100Steps) {
   ASSERT_TRUE(device::enable_cuda());
   expect_gpu_matches_cpu(
       [](NamedTensors params) {
-        return std::make_unique<optim::SGD>(params,
-                                            optim::SgdOptions{.lr = 0.05, .momentum = 0.9});
+        return std::make_unique<optim::SGD>(params, optim::SgdOptions{.lr = 0.05, .momentum = 0.9});
       },
       "SGD momentum", 1e-4f);
 }

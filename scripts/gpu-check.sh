@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 
 BUNDLE=gpu-bundle
 START=$(date +%s)
-DEADLINE=$((START + 450)) # 7.5 minutes: the sanitizer gets what is left of it
+# 7.5 minutes by default (GPU_CHECK_SECONDS sets it): the sanitizer gets what is left of it.
+DEADLINE=$((START + ${GPU_CHECK_SECONDS:-450}))
 REPORT_DIR=${OUT:-.}
 LOGS=$REPORT_DIR/gpu-logs
 SUMMARY=$REPORT_DIR/gpu-summary.md
@@ -83,20 +84,39 @@ done
 # gtest's summary lines: "[  PASSED  ] 12 tests." and the like; 0 where absent.
 count() { grep -E -m 1 "^\[  $1 *\] [0-9]+ tests?[.,]" "$2" | grep -oE '[0-9]+' | head -n 1 || true; }
 
-# Runs a test binary with a time limit; sets P S F (passed, skipped, failed) and RAN.
+# The test a crashed run was in: the last "[ RUN      ]" without its "[       OK ]" or FAILED line.
+crashed_test() {
+  awk '/^\[ RUN      \]/ { t = $4 } /^\[       OK \]|^\[  FAILED  \] [A-Za-z]/ { t = "" }
+       END { print t }' "$1"
+}
+
+# Runs a test binary with a time limit; sets P S F (passed, skipped, failed) and RAN. A test that
+# crashes the process is named and left out of a rerun, so one crash does not hide the rest.
 run_tests() {  # name seconds log [extra args]
   local name=$1 secs=$2 log=$3
   shift 3
+  local skip="" crashed=() rc tries
   echo "== $name (at most ${secs}s)"
-  timeout "$secs" "${RUNNER[@]}" "$BUNDLE/bin/$name" --gtest_brief=1 --gtest_color=no "$@" >"$log" 2>&1
-  local rc=$?
+  for tries in 1 2 3 4; do
+    timeout "$secs" "${RUNNER[@]}" "$BUNDLE/bin/$name" --gtest_color=no \
+      ${skip:+--gtest_filter=-$skip} "$@" >"$log" 2>&1
+    rc=$?
+    [ "$rc" -gt 128 ] && [ "$rc" != 137 ] || break
+    local t
+    t=$(crashed_test "$log")
+    [ -n "$t" ] || break
+    crashed+=("$t")
+    cp "$log" "${log%.log}-crash$tries.log"
+    fail "$name: $t crashed the process (exit $rc; gpu-logs/$(basename "${log%.log}")-crash$tries.log)"
+    skip=${skip:+$skip:}$t
+  done
   P=$(count PASSED "$log"); S=$(count SKIPPED "$log"); F=$(count FAILED "$log")
-  P=${P:-0} S=${S:-0} F=${F:-0}
+  P=${P:-0} S=${S:-0} F=$((${F:-0} + ${#crashed[@]}))
   RAN=$(grep -c '^\[==========\] .* ran\.' "$log")
   tail -n 4 "$log" | sed 's/^/   /'
-  [ "$rc" = 124 ] && fail "$name timed out after ${secs}s"
+  [ "$rc" = 124 ] && fail "$name timed out after ${secs}s (in $(crashed_test "$log"))"
   [ "$RAN" = 0 ] && [ "$rc" != 124 ] && fail "$name stopped early (exit $rc; see gpu-logs/$(basename "$log"))"
-  [ "$F" != 0 ] && fail "$name: $F failed: $(grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/.*\] //' | head -n 8 | tr '\n' ' ')"
+  [ "$F" != "${#crashed[@]}" ] && fail "$name: $((F - ${#crashed[@]})) failed: $(grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/.*\] //' | sort -u | head -n 8 | tr '\n' ' ')"
   [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$F" = 0 ] && [ "$RAN" != 0 ] && fail "$name exited $rc"
   return 0
 }
@@ -134,10 +154,13 @@ if [ ! -x "$BUNDLE/bin/cohort" ]; then
   TRAIN="not run: no $BUNDLE/bin/cohort in the bundle"
 elif [ "$NO_GPU" = 1 ]; then
   TRAIN="not run: no GPU"
-elif [ "$FAILED" = 0 ]; then
+else  # also after a failed kernel test: what training does is worth seeing either way
   echo "== cohort train, MLP, cpu then cuda"
   CPU_RUN=$(train_run cpu) || fail "cohort train on the CPU failed (gpu-logs/train-cpu.log)"
   GPU_RUN=$(train_run cuda) || fail "cohort train with run.device=cuda failed (gpu-logs/train-cuda.log: $(tail -n 1 "$LOGS/train-cuda.log"))"
+  for d in cpu cuda; do
+    grep -q . "$LOGS/train-$d.log" 2>/dev/null && { echo "   train-$d.log ends:"; tail -n 5 "$LOGS/train-$d.log" | sed 's/^/     /'; }
+  done
   TRAIN="cpu: test loss ${CPU_RUN% *}, ${CPU_RUN#* } samples/s; cuda: test loss ${GPU_RUN% *}, ${GPU_RUN#* } samples/s"
   echo "   $TRAIN"
 fi
@@ -150,11 +173,13 @@ if [ "$NO_GPU" = 1 ]; then
   SANITIZER="not run: no GPU, nothing for memcheck to check"
 elif [ -z "$CS" ]; then
   SANITIZER="not run: compute-sanitizer not found"
+elif [ "${GPU_CHECK_MEMCHECK:-1}" = 0 ]; then
+  SANITIZER="not run: GPU_CHECK_MEMCHECK=0"
 elif [ "$FAILED" = 0 ] && [ "$(left)" -gt 30 ]; then
   secs=$(left)
   echo "== compute-sanitizer memcheck (at most ${secs}s)"
   timeout "$secs" "$CS" --tool memcheck --report-api-errors no --error-exitcode 99 --print-limit 20 "${RUNNER[@]}" \
-    "$BUNDLE/bin/cohort_cuda_kernel_tests" --gtest_brief=1 --gtest_color=no \
+    "$BUNDLE/bin/cohort_cuda_kernel_tests" --gtest_brief=1 --gtest_color=no ${MEMCHECK_FILTER:+--gtest_filter=$MEMCHECK_FILTER} \
     >"$LOGS/memcheck.log" 2>&1
   rc=$?
   errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$LOGS/memcheck.log" | grep -oE '[0-9]+' | tail -n 1)
@@ -211,8 +236,12 @@ fi
     echo
   fi
   echo "Not yet built (issue 33): $LATER."
-  echo "Logs: gpu-logs/ beside this file."
+  echo "Logs: gpu-logs/ beside this file (gpu-logs.tar.gz from the device tool)."
 } >"$SUMMARY"
 echo "== summary: $SUMMARY"
 cat "$SUMMARY"
+# The device tool brings back at most 8 files: the logs travel as one archive.
+if [ -n "${OUT:-}" ] && tar -C "$REPORT_DIR" -czf "$REPORT_DIR/gpu-logs.tar.gz" gpu-logs; then
+  rm -rf "$LOGS"
+fi
 exit "$FAILED"

@@ -97,6 +97,12 @@ class CudaMemory final : public DeviceMemory {
                             g.stream->get());
   }
 
+  void zero(int index, void* p, size_t nbytes) override {
+    Gpu& g = gpu(index);
+    DeviceScope scope(index);
+    COHORT_CUDA_CHECK(cudaMemsetAsync(p, 0, nbytes, g.stream->get()));
+  }
+
   DeviceMemoryStats stats(int index) const override {
     Gpu& g = gpu(index);
     std::lock_guard<std::mutex> lock(g.mu);

@@ -41,6 +41,9 @@ class DeviceMemory {
   virtual void copy_view(int index, View view, void* dst, const void* src,
                          const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
                          size_t elem_size) = 0;
+  // Sets `nbytes` at `p` on device `index` to zero bytes, in order with the device's kernels
+  // (zeros() and fill_(0) on a device: the host cannot write device memory).
+  virtual void zero(int index, void* p, size_t nbytes) = 0;
   virtual DeviceMemoryStats stats(int index) const = 0;
 };
 

@@ -249,7 +249,10 @@ Tensor from_external(void* data, const Shape& shape, DType dtype, std::shared_pt
 
 Tensor zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  std::memset(t.raw_data(), 0, t.nbytes());
+  if (device.is_cpu())
+    std::memset(t.raw_data(), 0, t.nbytes());
+  else
+    device_memory(device).zero(device.index, t.raw_data(), t.nbytes());
   return t;
 }
 Tensor ones(const Shape& shape, DType dtype, Device device) {

@@ -56,11 +56,15 @@ class StandInDevice final : public DeviceMemory {
       }
     });
   }
+  void zero(int, void* p, size_t nbytes) override {
+    zeroes++;
+    std::memset(p, 0, nbytes);
+  }
   DeviceMemoryStats stats(int) const override { return stats_; }
   ~StandInDevice() override {
     cache_.drain([](void* p, size_t) { std::free(p); });
   }
-  int copies = 0, gathers = 0, scatters = 0;
+  int copies = 0, gathers = 0, scatters = 0, zeroes = 0;
 
  private:
   BlockCache cache_{uint64_t{1} << 30};

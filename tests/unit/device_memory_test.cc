@@ -54,6 +54,18 @@ TEST_F(DeviceMemoryTest, ToTheDeviceAndBackKeepsValuesShapeAndDtype) {
   EXPECT_TRUE(dev.to(Device::cuda(0)).same(dev)) << "to() the device a tensor is on copies nothing";
 }
 
+// The host cannot write device memory: zeros() there asks the backend (a host memset of a real
+// GPU's pointer crashed the first optimizer step on an H200).
+TEST_F(DeviceMemoryTest, ZerosOnADeviceAreSetByTheBackendNotTheHost) {
+  Tensor dirty = full({6, 7}, 3.0, DType::f32).to(Device::cuda(0));
+  dirty = Tensor();  // its block goes back to the cache, still holding 3s
+  Tensor z = zeros({6, 7}, DType::f32, Device::cuda(0));
+  EXPECT_EQ(device_.zeroes, 1);
+  EXPECT_EQ(z.to(Device::cpu()).to_vector<float>(), std::vector<float>(42, 0.f));
+  Tensor host = zeros({5});
+  EXPECT_EQ(device_.zeroes, 1) << "a CPU tensor is zeroed on the host";
+}
+
 TEST_F(DeviceMemoryTest, AHostViewIsGatheredBeforeItGoesToTheDevice) {
   Tensor host = empty({4, 6}, DType::f32);
   for (int i = 0; i < 24; ++i) host.data<float>()[i] = float(i);

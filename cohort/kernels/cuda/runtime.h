@@ -75,7 +75,9 @@ class Event {
 };
 
 // `n` elements of T in device memory (cudaMalloc; the caching allocator is tensor/'s, this is
-// for kernels' tests and benchmarks). Copies are synchronous.
+// for kernels' tests and benchmarks). Copies are synchronous with the whole device: cudaMemcpy
+// alone does not wait for kernels on a non-blocking stream (Stream's kind), and a download
+// raced a cuBLASLt matmul that way under compute-sanitizer, where kernels run slowly.
 template <typename T>
 class DeviceArray {
  public:
@@ -95,11 +97,16 @@ class DeviceArray {
   void upload(std::span<const T> host) {
     COHORT_CHECK_ARG(host.size() == n_, "DeviceArray: upload of ", host.size(), " elements into ",
                      n_);
-    if (n_) COHORT_CUDA_CHECK(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+    if (!n_) return;
+    COHORT_CUDA_CHECK(cudaDeviceSynchronize());  // no kernel still reads the old contents
+    COHORT_CUDA_CHECK(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+    COHORT_CUDA_CHECK(cudaDeviceSynchronize());  // landed before any stream's next kernel
   }
   std::vector<T> download() const {
     std::vector<T> out(n_);
-    if (n_) COHORT_CUDA_CHECK(cudaMemcpy(out.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    if (!n_) return out;
+    COHORT_CUDA_CHECK(cudaDeviceSynchronize());  // every kernel that writes it has finished
+    COHORT_CUDA_CHECK(cudaMemcpy(out.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
     return out;
   }
 

@@ -237,8 +237,9 @@ TEST(CudaConv, FashionMnistCnnLayersMatchCpu) {
 // add into the first group's result), and groups of one sample each (y written in place).
 TEST(CudaConv, SeveralGroupsAndGroupsOfOneMatchCpu) {
   COHORT_REQUIRE_GPU();
+  // n large at first: the group is the budget's, not clamped to the batch.
   Conv2dShape s{
-      .n = 1, .c = 32, .h = 48, .w = 48, .o = 16, .kh = 3, .kw = 3, .stride = 1, .pad = 1};
+      .n = 1 << 20, .c = 32, .h = 48, .w = 48, .o = 16, .kh = 3, .kw = 3, .stride = 1, .pad = 1};
   const int64_t group = conv2d_group(s);
   ASSERT_GT(group, 1) << "the 32 MiB group budget changed: pick another shape";
   s.n = group + 1;
@@ -254,8 +255,8 @@ TEST(CudaConv, SeveralGroupsAndGroupsOfOneMatchCpu) {
 TEST(CudaConv, SameBitsOnEveryRun) {
   COHORT_REQUIRE_GPU();
   Conv2dShape s{
-      .n = 1, .c = 32, .h = 48, .w = 48, .o = 16, .kh = 3, .kw = 3, .stride = 1, .pad = 1};
-  s.n = conv2d_group(s) + 1;
+      .n = 1 << 20, .c = 32, .h = 48, .w = 48, .o = 16, .kh = 3, .kw = 3, .stride = 1, .pad = 1};
+  s.n = conv2d_group(s) + 1;  // several groups, the last one a single sample
   const ConvData d = make_data(s, true, 800);
   GpuConv gpu(s, d);
   const std::vector<float> y = gpu.forward();

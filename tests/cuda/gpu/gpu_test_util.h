@@ -31,7 +31,9 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& got,
     return ::testing::AssertionFailure() << "sizes differ: " << got.size() << " vs " << want.size();
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const bool ok = std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]) ||
+    // Equal values first: inf - inf is NaN, which no tolerance admits.
+    const bool ok = got[i] == want[i] ||
+                    std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]) ||
                     (std::isnan(got[i]) && std::isnan(want[i]));
     if (!ok && bad++ == 0) first = i;
   }

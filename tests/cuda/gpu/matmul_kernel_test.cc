@@ -182,8 +182,9 @@ void check_bf16(DType out, bool with_bias) {
   args.bias = out == DType::kF32 ? static_cast<const void*>(dbias32.data()) : dbias16.data();
   h.matmul(args);
   const auto got = out == DType::kF32 ? dc32.download() : from_bf16(dc16.download());
-  // bf16 output: one rounding of the result, 2^-8 relative at most.
-  const float rtol = out == DType::kF32 ? 0.f : 4e-3f;
+  // bf16 output: one rounding of the result, 2^-8 relative at most; with the bias epilogue two
+  // (cuBLASLt rounds the product to bf16 before it adds the bf16 bias: seen on an H200).
+  const float rtol = out == DType::kF32 ? 0.f : with_bias ? 8e-3f : 4e-3f;
   EXPECT_TRUE(close_scaled(got, want.c, want.scale, rtol, 2e-5f))
       << "output " << (out == DType::kF32 ? "f32" : "bf16") << (with_bias ? " + bias" : "");
 }

@@ -112,6 +112,7 @@ TEST(CudaStridedCopy, OffsetsPastInt32) {
   const uint8_t first[3] = {1, 2, 3}, second[3] = {4, 5, 6};
   COHORT_CUDA_CHECK(cudaMemcpy(big.data() + 5, first, 3, cudaMemcpyHostToDevice));
   COHORT_CUDA_CHECK(cudaMemcpy(big.data() + 5 + row, second, 3, cudaMemcpyHostToDevice));
+  COHORT_CUDA_CHECK(cudaDeviceSynchronize());  // landed before the non-blocking stream reads it
   const int64_t shape[2] = {2, 3}, strides[2] = {row, 1};
   DeviceArray<uint8_t> dst(6);
   strided_copy(big.data(), 5, shape, strides, 2, 1, dst.data(), nullptr);

@@ -13,7 +13,12 @@ Same layout and init as cohort::nn::GPT: byte-level decoder-only transformer, pr
 LayerNorm eps 1e-5; Linear and Embedding weights N(0, 0.02), attn.proj and mlp.proj weights
 N(0, 0.02 / sqrt(2 * n_layer)), biases 0. Parameter count with the defaults (vocab 256, 4 layers,
 4 heads, 128 wide, context 128): 875,264, as `cohort train examples/kjv_gpt.toml` prints.
-Attention is written out (masked softmax): torch 1.13 has no scaled_dot_product_attention.
+Attention is written out (masked softmax) by default: torch 1.13 has no
+scaled_dot_product_attention. attention="sdpa" (bench/torch_gpu_gpt.py) uses
+F.scaled_dot_product_attention(is_causal=True) where torch has it (2.0 on): the same function,
+without the T x T score matrix the written-out path keeps for its backward (12 layers x 8
+sequences x 12 heads x 1024^2 floats is 4.8 GB at GPT-2 small's shape), as cohort's fused
+attention keeps none. Where torch lacks it, "sdpa" falls back to the written-out path.
 
 Import it after the caller has set its thread environment: importing torch.nn loads torch.
 """
@@ -25,10 +30,12 @@ import torch.nn.functional as F
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd, n_head, block_size, dropout):
+    def __init__(self, n_embd, n_head, block_size, dropout, attention="math"):
         super().__init__()
         assert n_embd % n_head == 0
+        assert attention in ("math", "sdpa"), attention
         self.n_head = n_head
+        self.sdpa = attention == "sdpa" and hasattr(F, "scaled_dot_product_attention")
         self.qkv = nn.Linear(n_embd, 3 * n_embd)
         self.proj = nn.Linear(n_embd, n_embd)
         self.drop = nn.Dropout(dropout)
@@ -41,8 +48,12 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if self.sdpa:  # no dropout on the attention weights, as below and in cohort
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.drop(self.proj(y.transpose(1, 2).contiguous().view(B, T, C)))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf")).softmax(dim=-1)
+        mask = self.mask[:, :, :T, :T].to(x.device)  # a no-op on the CPU; a copy on a GPU
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         return self.drop(self.proj(y))
 
@@ -59,10 +70,10 @@ class GptMlp(nn.Module):
 
 
 class GptBlock(nn.Module):
-    def __init__(self, n_embd, n_head, block_size, dropout):
+    def __init__(self, n_embd, n_head, block_size, dropout, attention="math"):
         super().__init__()
         self.ln1 = nn.LayerNorm(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head, block_size, dropout)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size, dropout, attention)
         self.ln2 = nn.LayerNorm(n_embd)
         self.mlp = GptMlp(n_embd, dropout)
 
@@ -72,16 +83,17 @@ class GptBlock(nn.Module):
 
 
 class GPT(nn.Module):
-    """cohort::nn::GPT(GptOptions{vocab_size, n_layer, n_head, n_embd, block_size, dropout})."""
+    """cohort::nn::GPT(GptOptions{vocab_size, n_layer, n_head, n_embd, block_size, dropout});
+    attention: "math" (written out) or "sdpa" (see the module's docstring)."""
 
     def __init__(self, vocab_size=256, n_layer=4, n_head=4, n_embd=128, block_size=128,
-                 dropout=0.0):
+                 dropout=0.0, attention="math"):
         super().__init__()
         self.block_size = block_size
         self.wte = nn.Embedding(vocab_size, n_embd)
         self.wpe = nn.Embedding(block_size, n_embd)
         self.drop = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(GptBlock(n_embd, n_head, block_size, dropout)
+        self.blocks = nn.ModuleList(GptBlock(n_embd, n_head, block_size, dropout, attention)
                                     for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(n_embd)
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)

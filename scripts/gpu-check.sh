@@ -39,23 +39,13 @@ if [ ! -x "$BUNDLE/bin/cohort_cuda_kernel_tests" ]; then
 else
   head -n 3 "$BUNDLE/MANIFEST.txt" 2>/dev/null
 fi
-mkdir -p "$WORK/lib" "$WORK/glibc"
-timeout 45 tar -C "$WORK/lib" -xzf "$BUNDLE/lib.tar.gz" || fail "cannot unpack $BUNDLE/lib.tar.gz"
-
-# libcublasLt.so.13: CUDA 13's, or the pip wheel PyTorch brought (nvidia/cublas/lib).
-find_cublaslt() {
-  local d
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
-    /usr/lib/x86_64-linux-gnu; do
-    [ -e "$d/libcublasLt.so.13" ] && { echo "$d"; return; }
-  done
-  timeout 15 python3 -c 'import importlib.util, os
-s = importlib.util.find_spec("nvidia.cublas")
-print(os.path.join(list(s.submodule_search_locations)[0], "lib"))' 2>/dev/null
-}
-CUBLAS_DIR=$(find_cublaslt)
+# The bundle's libraries, cuBLASLt and the glibc fallback: scripts/gpu-env.sh.
+source scripts/gpu-env.sh
+gpu_unpack_libs "$WORK" "$BUNDLE" || fail "cannot unpack $BUNDLE/lib.tar.gz"
+CUBLAS_DIR=$(gpu_find_cublaslt)
 echo "   libcublasLt.so.13 from: ${CUBLAS_DIR:-nowhere}"
-export LD_LIBRARY_PATH="$WORK/lib:${CUBLAS_DIR:-/usr/local/cuda/lib64}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+LD_LIBRARY_PATH=$(gpu_library_path "$WORK" "$CUBLAS_DIR")
+export LD_LIBRARY_PATH
 
 echo "== GPU"
 GPU=$(timeout 15 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 |
@@ -68,8 +58,7 @@ echo "   $GPU"
 RUNNER=()
 loads() { timeout 20 "${RUNNER[@]}" "$BUNDLE/bin/$1" --gtest_list_tests >"$LOGS/load-$1.log" 2>&1; }
 if [ "$FAILED" = 0 ] && ! loads cohort_cuda_math_tests; then
-  timeout 45 tar -C "$WORK/glibc" -xzf "$BUNDLE/glibc.tar.gz"
-  RUNNER=("$WORK/glibc/ld-linux-x86-64.so.2" --library-path "$WORK/glibc:$LD_LIBRARY_PATH")
+  gpu_glibc_runner "$WORK" "$BUNDLE" "$LD_LIBRARY_PATH"
   note "the binaries do not load with this machine's libc ($(head -n 1 "$LOGS/load-cohort_cuda_math_tests.log")); using the bundled one"
 fi
 for b in cohort_cuda_math_tests cohort_cuda_kernel_tests; do

@@ -2,9 +2,11 @@
 
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "cohort/device/cuda_kernels.h"
+#include "cohort/device/pinned_uploads.h"
 #include "cohort/kernels/cuda/strided_copy.h"
 #include "cohort/tensor/allocator.h"
 #include "cohort/tensor/block_cache.h"
@@ -25,13 +27,39 @@ class DeviceScope {
   int previous_ = 0;
 };
 
-// One GPU: its cache, its statistics and its stream. `mu` guards cache and stats.
+// One GPU: its cache, its statistics, its stream and its uploads' copy stream and staging
+// buffers. `mu` guards cache and stats; `uploads` has its own lock.
 struct Gpu {
   int index = 0;
   std::mutex mu;
   BlockCache cache{~uint64_t{0}};  // the whole GPU may be cached; freed on cudaMalloc failure
   DeviceMemoryStats stats;
   std::unique_ptr<cuda::Stream> stream;
+  std::unique_ptr<PinnedUploads> uploads;
+};
+
+// An upload_async in flight: device_wait makes the GPU's stream wait for its copy. Its
+// destructor does that too (and cannot throw), so a dropped upload still orders the reuse of its
+// destination after the copy.
+class CudaPendingUpload final : public PendingUpload {
+ public:
+  CudaPendingUpload(Gpu* gpu, PinnedUploads::Ticket ticket) : gpu_(gpu), ticket_(ticket) {}
+  ~CudaPendingUpload() override {
+    try {
+      device_wait();
+    } catch (const std::exception&) {  // a broken device: every later CUDA call reports it
+    }
+  }
+  void device_wait() override {
+    if (!gpu_) return;
+    Gpu& g = *std::exchange(gpu_, nullptr);
+    DeviceScope scope(g.index);
+    g.uploads->make_wait(ticket_, g.stream->get());
+  }
+
+ private:
+  Gpu* gpu_;  // null once waited for, or for an empty upload
+  PinnedUploads::Ticket ticket_;
 };
 
 class CudaMemory final : public DeviceMemory {
@@ -42,6 +70,7 @@ class CudaMemory final : public DeviceMemory {
       g->index = i;
       DeviceScope scope(i);
       g->stream = std::make_unique<cuda::Stream>();
+      g->uploads = std::make_unique<PinnedUploads>();
       gpus_.push_back(std::move(g));
     }
   }
@@ -105,8 +134,23 @@ class CudaMemory final : public DeviceMemory {
 
   DeviceMemoryStats stats(int index) const override {
     Gpu& g = gpu(index);
-    std::lock_guard<std::mutex> lock(g.mu);
-    return g.stats;
+    DeviceMemoryStats out;
+    {
+      std::lock_guard<std::mutex> lock(g.mu);
+      out = g.stats;
+    }
+    out.pinned_allocs = g.uploads->pinned_allocs();
+    return out;
+  }
+
+  // Staged through a page-locked buffer and copied on the GPU's copy stream (pinned_uploads.h).
+  std::unique_ptr<PendingUpload> upload_async(int index, void* dst, const void* src,
+                                              size_t nbytes) override {
+    Gpu& g = gpu(index);
+    if (nbytes == 0) return std::make_unique<CudaPendingUpload>(nullptr, PinnedUploads::Ticket{});
+    DeviceScope scope(index);
+    const PinnedUploads::Ticket t = g.uploads->start(dst, src, nbytes, g.stream->get());
+    return std::make_unique<CudaPendingUpload>(&g, t);
   }
 
   cudaStream_t stream(int index) const { return gpu(index).stream->get(); }
@@ -127,7 +171,8 @@ class CudaMemory final : public DeviceMemory {
   }
 
   // Under g.mu. The stream is synchronised first: a cached block may still be in use by a
-  // queued kernel, and cudaFree of it would wait anyway (it synchronises the device).
+  // queued kernel, and cudaFree of it would wait anyway (it synchronises the device). An upload
+  // into a cached block has finished by then: the stream waited for it before the block was freed.
   void release_cache(Gpu& g) {
     DeviceScope scope(g.index);
     g.stream->synchronize();

@@ -7,6 +7,7 @@
 // never a crash.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,19 @@ struct DeviceMemoryStats {
   uint64_t bytes_in_use = 0;   // handed out, not yet returned
   uint64_t bytes_cached = 0;   // returned, kept for reuse
   uint64_t peak_bytes_in_use = 0;
+  // Page-locked host buffers made to stage upload_async (cudaMallocHost); kept and reused.
+  uint64_t pinned_allocs = 0;
+};
+
+// An upload started by DeviceMemory::upload_async whose copy may still be running.
+class PendingUpload {
+ public:
+  // Does what device_wait() does when it was not called: the destination may be freed after.
+  virtual ~PendingUpload() = default;
+  // The device's work queued from now on (kernels, copies, and so the reuse of freed blocks)
+  // runs after the copy. The host does not wait: on CUDA the compute stream waits for the copy's
+  // event. Call it before queueing the first kernel that reads the destination; again: no-op.
+  virtual void device_wait() = 0;
 };
 
 class DeviceMemory {
@@ -45,6 +59,16 @@ class DeviceMemory {
   // (zeros() and fill_(0) on a device: the host cannot write device memory).
   virtual void zero(int index, void* p, size_t nbytes) = 0;
   virtual DeviceMemoryStats stats(int index) const = 0;
+  // Starts copying `nbytes` from host memory `src` to device memory `dst` on device `index` and
+  // returns before the copy is done, so that it overlaps the kernels running: the trainer's next
+  // batch is copied while the current step computes (copy() makes the caller wait for every
+  // copy; only the caller knows when the bytes are needed, so that is when it waits). `src` may be
+  // reused once this returns (the backend stages it). `dst` must not be read by kernels before
+  // the handle's device_wait() and must stay allocated until the handle is gone: destroy the
+  // handle before freeing dst. (A backend without asynchronous copies may copy() and return a
+  // handle with nothing to wait for.)
+  virtual std::unique_ptr<PendingUpload> upload_async(int index, void* dst, const void* src,
+                                                      size_t nbytes) = 0;
 };
 
 // Registers the backend of one device kind (not kCPU); null unregisters it. The backend must

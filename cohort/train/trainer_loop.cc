@@ -1,14 +1,17 @@
 // Trainer's epoch/step loop: one step, its timings and metrics, evaluation points.
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "cohort/core/clock.h"
 #include "cohort/data/loader.h"
 #include "cohort/data/text.h"
 #include "cohort/nn/loss.h"
 #include "cohort/ops/ops.h"
+#include "cohort/train/batch_prefetch.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/run_trace.h"
 #include "cohort/train/trainer_state.h"
@@ -166,6 +169,16 @@ bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, i
   return s.step < s.total_steps && !s.out_of_time();
 }
 
+namespace {
+
+// On a device, step s+1's batches are copied there while step s computes (batch_prefetch.h);
+// data.prefetch = 0 prepares nothing ahead, there either.
+BatchPrefetch make_feed(const Trainer::State& s) {
+  return BatchPrefetch(s.device, s.cfg.get_int("data.prefetch") > 0);
+}
+
+}  // namespace
+
 void Trainer::run_epochs(Progress& p) {
   State& s = *s_;
   data::LoaderOptions lo{.batch = s.batch,
@@ -177,28 +190,33 @@ void Trainer::run_epochs(Progress& p) {
     lo.sampler = data::DistributedSampler(s.world->data_rank, s.world->data_size,
                                           {.shuffle = lo.shuffle, .seed = lo.seed});
   data::Loader loader(s.data.train, lo);
+  BatchPrefetch feed = make_feed(s);
   bool more = s.step < s.total_steps;
   for (int64_t epoch = s.resume_pos.epoch; more && epoch < s.cfg.get_int("train.epochs"); ++epoch) {
     loader.set_epoch(epoch);
     if (epoch == s.resume_pos.epoch) loader.resume_at(s.resume_pos.batch_in_epoch);
+    // Batches of this epoch trained on (the feed may hold the next step's, not yet trained).
     int64_t next_batch = epoch == s.resume_pos.epoch ? s.resume_pos.batch_in_epoch : 0;
-    std::vector<data::Batch> micro;
-    double data_s = 0;
+    auto train = [&](std::optional<StepInput> ready) {
+      if (!ready) return;
+      more = train_step(ready->micro, ready->epoch, ready->batch_index, ready->data_s, p);
+      next_batch = ready->batch_index + 1;
+    };
+    StepInput step{.epoch = epoch};
     auto wait_from = Clock::now();
     for (auto it = loader.begin(); !(it == loader.end()); ++it) {
-      data_s += seconds_since(wait_from);
+      step.data_s += seconds_since(wait_from);
       if (s.tracer) trace_span(s, "data", wait_from, Clock::now());
-      micro.push_back(*it);
-      next_batch = it.index() + 1;
+      step.micro.push_back(*it);
+      step.batch_index = it.index();
       // A step takes grad_accum micro-batches; the last step of an epoch may take fewer.
-      if (int64_t(micro.size()) == s.grad_accum || next_batch == loader.len()) {
-        more = train_step(micro, epoch, it.index(), data_s, p);
-        micro.clear();
-        data_s = 0;
+      if (int64_t(step.micro.size()) == s.grad_accum || it.index() + 1 == loader.len()) {
+        train(feed.push(std::exchange(step, StepInput{.epoch = epoch})));
         if (!more) break;
       }
       wait_from = Clock::now();
     }
+    if (more) train(feed.flush());  // the epoch's last step, copied while the one before ran
     if (!more) finish_strategy_training(*s.strategy);
     s.last_eval = evaluate();
     log_eval(s, p, s.last_eval, epoch);
@@ -211,26 +229,41 @@ void Trainer::run_epochs(Progress& p) {
   if (more) finish_strategy_training(*s.strategy);
 }
 
+namespace {
+
+// Step `step`'s micro-batches of the text data. The step's global batch is rows 0 .. batch *
+// workers * grad_accum - 1 of the step's draw (row g a function of run.seed, step and g):
+// micro-batch m of rank r takes its rows (m * workers + r) * batch onwards, so the step sees the
+// same rows for any split of the same global batch over workers and micro-batches.
+StepInput draw_text_step(Trainer::State& s, const data::TextDataset& text, int64_t step) {
+  auto t0 = Clock::now();
+  StepInput in{.epoch = step / s.steps_per_epoch, .batch_index = step % s.steps_per_epoch};
+  const uint64_t seed = uint64_t(s.cfg.get_int("run.seed"));
+  const int64_t micro_rows = s.batch * s.world->data_size;
+  for (int64_t m = 0; m < s.grad_accum; ++m) {
+    const int64_t first_row = m * micro_rows + s.world->data_rank * s.batch;
+    in.micro.push_back(text.random_batch(s.batch, seed, step, first_row));
+  }
+  if (s.tracer) trace_span(s, "data", t0, Clock::now());
+  in.data_s = seconds_since(t0);
+  return in;
+}
+
+}  // namespace
+
 void Trainer::run_text(Progress& p) {
   State& s = *s_;
   auto& text = static_cast<const data::TextDataset&>(*s.data.train);
-  uint64_t seed = uint64_t(s.cfg.get_int("run.seed"));
+  BatchPrefetch feed = make_feed(s);
+  int64_t drawn = s.step;  // the step whose batches are drawn next (one ahead on a device)
   bool more = s.step < s.total_steps;
   while (more) {
-    auto t0 = Clock::now();
-    std::vector<data::Batch> micro;
-    // The step's global batch is rows 0 .. batch * workers * grad_accum - 1 of the step's draw
-    // (row g a function of run.seed, step and g): micro-batch m of rank r takes its rows
-    // (m * workers + r) * batch onwards, so the step sees the same rows for any split of the
-    // same global batch over workers and micro-batches.
-    const int64_t micro_rows = s.batch * s.world->data_size;
-    for (int64_t m = 0; m < s.grad_accum; ++m) {
-      const int64_t first_row = m * micro_rows + s.world->data_rank * s.batch;
-      micro.push_back(text.random_batch(s.batch, seed, s.step, first_row));
-    }
-    int64_t epoch = s.step / s.steps_per_epoch;
-    if (s.tracer) trace_span(s, "data", t0, Clock::now());
-    more = train_step(micro, epoch, s.step % s.steps_per_epoch, seconds_since(t0), p);
+    std::optional<StepInput> ready =
+        drawn < s.total_steps ? feed.push(draw_text_step(s, text, drawn++)) : feed.flush();
+    if (ready)
+      more = train_step(ready->micro, ready->epoch, ready->batch_index, ready->data_s, p);
+    else if (drawn >= s.total_steps)
+      break;  // nothing held, nothing left to draw (then every step drawn was trained)
   }
   finish_strategy_training(*s.strategy);
   s.last_eval = evaluate();

@@ -1,14 +1,20 @@
 #pragma once
 // A stand-in for a GPU in tests that run anywhere: host memory registered as cuda:0's
-// (tensor/device_memory.h), cached like a real backend and counting what it is asked; with
+// (tensor/device_memory.h), cached like a real backend and counting what it is asked (an upload
+// lands only when the device is told to wait for it, as on a GPU, so a consumer that reads it
+// early reads stale bytes); with
 // StandInGpu, also the CPU's kernels registered as cuda:0's (dispatch/kernel_table.h). Code that
 // handles devices (ops making outputs on their inputs' device, modules and optimizers moving
 // with them) then runs its device path on any machine, and must give the CPU's results bit for
 // bit, since the same kernels run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "cohort/dispatch/kernel_table.h"
 #include "cohort/tensor/allocator.h"
@@ -33,6 +39,9 @@ class StandInDevice final : public DeviceMemory {
     return std::malloc(*rounded);
   }
   void deallocate(int, void* p, size_t rounded) override {
+    // A real GPU's copy could still write into the block after a kernel took it from the cache.
+    EXPECT_EQ(std::count(pending_.begin(), pending_.end(), p), 0)
+        << "a block was freed while an upload into it was not yet waited for";
     stats_.bytes_in_use -= rounded;
     if (!cache_.put(p, rounded)) std::free(p);
   }
@@ -61,14 +70,45 @@ class StandInDevice final : public DeviceMemory {
     std::memset(p, 0, nbytes);
   }
   DeviceMemoryStats stats(int) const override { return stats_; }
+  std::unique_ptr<PendingUpload> upload_async(int index, void* dst, const void* src,
+                                              size_t nbytes) override {
+    EXPECT_EQ(index, 0);
+    uploads++;
+    pending_.push_back(dst);
+    return std::make_unique<StagedUpload>(this, dst, src, nbytes);
+  }
   ~StandInDevice() override {
     cache_.drain([](void* p, size_t) { std::free(p); });
   }
   int copies = 0, gathers = 0, scatters = 0, zeroes = 0;
+  int uploads = 0, upload_waits = 0;  // upload_waits: uploads landed (device_wait or dropped)
 
  private:
+  // src staged at once (the caller may reuse it); dst written when the device waits for it.
+  class StagedUpload final : public PendingUpload {
+   public:
+    StagedUpload(StandInDevice* device, void* dst, const void* src, size_t nbytes)
+        : device_(device),
+          dst_(dst),
+          staged_(static_cast<const char*>(src), static_cast<const char*>(src) + nbytes) {}
+    ~StagedUpload() override { device_wait(); }
+    void device_wait() override {
+      if (!device_) return;
+      std::memcpy(dst_, staged_.data(), staged_.size());
+      StandInDevice& d = *std::exchange(device_, nullptr);
+      d.upload_waits++;
+      d.pending_.erase(std::find(d.pending_.begin(), d.pending_.end(), dst_));
+    }
+
+   private:
+    StandInDevice* device_;
+    void* dst_;
+    std::vector<char> staged_;
+  };
+
   BlockCache cache_{uint64_t{1} << 30};
   DeviceMemoryStats stats_;
+  std::vector<void*> pending_;  // destinations of uploads not yet landed
 };
 
 // Registers a StandInDevice and the CPU's kernel table as cuda:0's for its lifetime.

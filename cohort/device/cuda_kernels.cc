@@ -1,5 +1,6 @@
 #include "cohort/device/cuda_kernels.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <tuple>
@@ -18,6 +19,7 @@
 #include "cohort/kernels/cuda/reduce.h"
 #include "cohort/kernels/cuda/reduce_max.h"
 #include "cohort/kernels/cuda/softmax.h"
+#include "cohort/tensor/device_memory.h"
 
 namespace cohort::device {
 namespace {
@@ -54,12 +56,8 @@ cuda::MatmulHandle& handle(GemmState& s, Device d, cudaStream_t stream) {
   return *h;
 }
 
-void sgemm(Device d, int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b, float beta,
-           float* c, int64_t ldc) {
-  const cudaStream_t stream = on(d);
-  GemmState& s = gemm_state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  cuda::MatmulHandle* h = &handle(s, d, stream);
+cuda::MatmulArgs matmul_args(int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b,
+                             float beta, float* c, int64_t ldc) {
   auto ref = [](MatRef r) {
     return cuda::DeviceMatRef{r.data, r.ld,
                               r.trans == cpu::Trans::kYes ? cuda::Trans::kYes : cuda::Trans::kNo};
@@ -69,7 +67,53 @@ void sgemm(Device d, int64_t m, int64_t n, int64_t k, float alpha, MatRef a, Mat
   args.a = ref(a), args.b = ref(b);
   args.c = c, args.ldc = ldc;
   args.alpha = alpha, args.beta = beta;
-  h->matmul(args);
+  return args;
+}
+
+void sgemm(Device d, int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b, float beta,
+           float* c, int64_t ldc) {
+  const cudaStream_t stream = on(d);
+  GemmState& s = gemm_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  handle(s, d, stream).matmul(matmul_args(m, n, k, alpha, a, b, beta, c, ldc));
+}
+
+// A bf16 copy of a stored [rows, cols] operand with its row stride, in a block of d's caching
+// allocator; handed back when it goes out of scope, which is safe once the gemm that reads it
+// is queued: the block's next user runs after it on the same stream.
+class Bf16Operand {
+ public:
+  Bf16Operand(Device d, MatRef r, int64_t rows, int64_t cols, cudaStream_t stream) : d_(d) {
+    const int64_t n = rows > 0 ? (rows - 1) * r.ld + cols : 0;
+    p_ = device_memory(d).allocate(d.index, size_t(std::max<int64_t>(n, 1)) * 2, &rounded_);
+    cuda::f32_to_bf16(r.data, static_cast<uint16_t*>(p_), n, stream);
+  }
+  ~Bf16Operand() { device_memory(d_).deallocate(d_.index, p_, rounded_); }
+  Bf16Operand(const Bf16Operand&) = delete;
+  Bf16Operand& operator=(const Bf16Operand&) = delete;
+  const void* data() const { return p_; }
+
+ private:
+  Device d_;
+  void* p_ = nullptr;
+  size_t rounded_ = 0;
+};
+
+// train.precision = "bf16": a and b rounded to bf16 on the device, then cuBLASLt's bf16 gemm
+// with f32 accumulation into the f32 c (kernels/cpu/gemm.h's gemm_bf16 on the CPU).
+void gemm_bf16(Device d, int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b,
+               float beta, float* c, int64_t ldc) {
+  if (k == 0) return sgemm(d, m, n, k, alpha, a, b, beta, c, ldc);
+  const cudaStream_t stream = on(d);
+  const bool at = a.trans == cpu::Trans::kYes, bt = b.trans == cpu::Trans::kYes;
+  const Bf16Operand a16(d, a, at ? k : m, at ? m : k, stream);
+  const Bf16Operand b16(d, b, bt ? n : k, bt ? k : n, stream);
+  cuda::MatmulArgs args = matmul_args(m, n, k, alpha, a, b, beta, c, ldc);
+  args.a.data = a16.data(), args.b.data = b16.data();
+  args.in = cuda::DType::kBF16;
+  GemmState& s = gemm_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  handle(s, d, stream).matmul(args);
 }
 
 // conv2d: im2col and the gemms on GPU d's handle (serialised with the other gemms).
@@ -161,6 +205,7 @@ const dispatch::KernelTable kCuda = {
     .max_middle = OnGpu<cuda::max_middle>::call,
     .max_middle_backward = OnGpu<cuda::max_middle_backward>::call,
     .sgemm = sgemm,
+    .gemm_bf16 = gemm_bf16,
     .fill_rows = OnGpu<cuda::fill_rows>::call,
     .sum_rows = OnGpu<cuda::sum_rows>::call,
     .softmax_rows = OnGpu<cuda::softmax_rows>::call,

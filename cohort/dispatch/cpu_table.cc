@@ -38,6 +38,7 @@ const KernelTable kCpu = {
     .max_middle = OnCpu<cpu::max_middle>::call,
     .max_middle_backward = OnCpu<cpu::max_middle_backward>::call,
     .sgemm = OnCpu<cpu::sgemm>::call,
+    .gemm_bf16 = OnCpu<cpu::gemm_bf16>::call,
     .fill_rows = OnCpu<cpu::fill_rows>::call,
     .sum_rows = OnCpu<cpu::sum_rows>::call,
     .softmax_rows = OnCpu<cpu::softmax_rows>::call,

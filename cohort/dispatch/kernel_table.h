@@ -54,6 +54,9 @@ struct KernelTable {
   // ---- matrix products (kernels/cpu/gemm.h) ----
   void (*sgemm)(Device, int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b,
                 float beta, float* c, int64_t ldc);
+  // The same with a and b rounded to bf16 and f32 accumulation (train.precision = "bf16").
+  void (*gemm_bf16)(Device, int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b,
+                    float beta, float* c, int64_t ldc);
   void (*fill_rows)(Device, float* y, const float* bias, int64_t rows, int64_t cols);
   void (*sum_rows)(Device, const float* g, int64_t rows, int64_t cols, float* out);
 

@@ -2,6 +2,7 @@
 // A strided 2-D view whose rows or columns are contiguous (a transpose, a column slice) goes to
 // sgemm as it is, with a transpose flag and a leading dimension; only other layouts are copied.
 #include <algorithm>
+#include <atomic>
 
 #include "cohort/autograd/node.h"
 #include "cohort/core/thread_pool.h"
@@ -18,6 +19,16 @@ using cpu::Trans;
 
 Trans flip(Trans t) {
   return t == Trans::kNo ? Trans::kYes : Trans::kNo;
+}
+
+std::atomic<MatmulPrecision> g_precision{MatmulPrecision::kF32};
+
+using Gemm = decltype(dispatch::KernelTable::sgemm);
+
+// The table's gemm for a product made with precision p.
+Gemm gemm_for(const dispatch::KernelTable& kt, Device d, MatmulPrecision p) {
+  if (p == MatmulPrecision::kF32) return kt.sgemm;
+  return dispatch::need(kt.gemm_bf16, "matmul in bf16 (train.precision)", d);
 }
 
 // The last two dims of a 2-D or 3-D tensor as gemm operands: matrix b sits at
@@ -56,11 +67,13 @@ Operand make_operand(const Tensor& t) {
 // c [batch, m, n] (contiguous) = A_b [m, k] x B_b [k, n] for each b. Many small products run in
 // parallel over the batch (single-threaded gemms); large ones let OpenBLAS use the threads.
 // On a device, one gemm per batch element in turn on its stream.
+// In bf16, every product goes through the table's gemm_bf16 in turn (on the CPU that is the
+// emulation, whose copies dominate anyway).
 template <typename GetA, typename GetB>
-void batched_gemm(Device d, int64_t batch, int64_t m, int64_t n, int64_t k, GetA a, GetB b,
-                  float* c) {
-  if (!d.is_cpu()) {
-    const auto gemm = dispatch::kernels_for(d).sgemm;
+void batched_gemm(Device d, MatmulPrecision p, int64_t batch, int64_t m, int64_t n, int64_t k,
+                  GetA a, GetB b, float* c) {
+  if (!d.is_cpu() || p != MatmulPrecision::kF32) {
+    const Gemm gemm = gemm_for(dispatch::kernels_for(d), d, p);
     for (int64_t i = 0; i < batch; ++i) gemm(d, m, n, k, 1.0f, a(i), b(i), 0.0f, c + i * m * n, n);
     return;
   }
@@ -93,6 +106,7 @@ Tensor as_rows(const Tensor& x) {
 struct BmmBackward : autograd::Node {
   Operand a, b;
   int64_t batch = 0;
+  MatmulPrecision precision = MatmulPrecision::kF32;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
     const Device d = g.device();
@@ -103,12 +117,12 @@ struct BmmBackward : autograd::Node {
     if (needs_grad(0)) {  // dA_b [M, K] = g_b [M, N] x B_b^T [N, K]
       da = empty({batch, m, k}, DType::f32, d);
       batched_gemm(
-          d, batch, m, k, n, gb, [&](int64_t i) { return b.at_t(i); }, da.data<float>());
+          d, precision, batch, m, k, n, gb, [&](int64_t i) { return b.at_t(i); }, da.data<float>());
     }
     if (needs_grad(1)) {  // dB_b [K, N] = A_b^T [K, M] x g_b [M, N]
       db = empty({batch, k, n}, DType::f32, d);
       batched_gemm(
-          d, batch, k, n, m, [&](int64_t i) { return a.at_t(i); }, gb, db.data<float>());
+          d, precision, batch, k, n, m, [&](int64_t i) { return a.at_t(i); }, gb, db.data<float>());
     }
     return {da, db};
   }
@@ -120,10 +134,11 @@ struct BmmBackward : autograd::Node {
 struct MmBackward : autograd::Node {
   Operand a, b;
   Shape a_shape;
+  MatmulPrecision precision = MatmulPrecision::kF32;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
     const Device d = g.device();
-    const auto gemm = dispatch::kernels_for(d).sgemm;
+    const Gemm gemm = gemm_for(dispatch::kernels_for(d), d, precision);
     const int64_t m = a.rows, k = a.cols, n = b.cols;
     const MatRef gm{g.data<float>(), std::max<int64_t>(n, 1)};
     Tensor da, db;
@@ -145,23 +160,24 @@ struct MmBackward : autograd::Node {
 struct LinearBackward : autograd::Node {
   Operand x, w;
   Shape x_shape;
+  MatmulPrecision precision = MatmulPrecision::kF32;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
     const Device d = g.device();
     const dispatch::KernelTable& kt = dispatch::kernels_for(d);
+    const Gemm gemm = gemm_for(kt, d, precision);
     const int64_t rows = x.rows, in = x.cols, out = w.rows;
     const float* gp = g.data<float>();
     const int64_t ldg = std::max<int64_t>(out, 1), ldi = std::max<int64_t>(in, 1);
     Tensor dx, dw, db;
     if (needs_grad(0)) {  // dx [R, in] = g [R, out] x W [out, in]; skipped for a first layer
       dx = empty({rows, in}, DType::f32, d);
-      kt.sgemm(d, rows, in, out, 1.0f, {gp, ldg}, w.at(0), 0.0f, dx.data<float>(), ldi);
+      gemm(d, rows, in, out, 1.0f, {gp, ldg}, w.at(0), 0.0f, dx.data<float>(), ldi);
       dx = view_as_shape(dx, x_shape);
     }
     if (needs_grad(1)) {  // dW [out, in] = g^T [out, R] x x [R, in], into DDP's bucket if armed
       dw = grad_buffer(1, {out, in}, d);
-      kt.sgemm(d, out, in, rows, 1.0f, {gp, ldg, Trans::kYes}, x.at(0), 0.0f, dw.data<float>(),
-               ldi);
+      gemm(d, out, in, rows, 1.0f, {gp, ldg, Trans::kYes}, x.at(0), 0.0f, dw.data<float>(), ldi);
     }
     if (needs_grad(2)) {  // db [out] = column sums of g
       db = grad_buffer(2, {out}, d);
@@ -177,10 +193,12 @@ Tensor mm(const Tensor& a2, const Tensor& b, const Tensor& a_orig, const Shape& 
   const int64_t m = ao.rows, k = ao.cols, n = bo.cols;
   const Device d = dispatch::common_device("matmul", {&a2, &b});
   Tensor out = empty({m, n}, DType::f32, d);
-  dispatch::kernels_for(d).sgemm(d, m, n, k, 1.0f, ao.at(0), bo.at(0), 0.0f, out.data<float>(),
-                                 std::max<int64_t>(n, 1));
+  const MatmulPrecision p = matmul_precision();
+  gemm_for(dispatch::kernels_for(d), d, p)(d, m, n, k, 1.0f, ao.at(0), bo.at(0), 0.0f,
+                                           out.data<float>(), std::max<int64_t>(n, 1));
   out = view_as_shape(out, out_shape);
   if (auto node = autograd::make_node<MmBackward>({a_orig, b})) {
+    node->precision = p;
     node->a = std::move(ao);
     node->b = std::move(bo);
     node->a_shape = a_orig.shape();
@@ -194,10 +212,12 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   const int64_t batch = a.size(0), m = ao.rows, k = ao.cols, n = bo.cols;
   const Device d = dispatch::common_device("matmul", {&a, &b});
   Tensor out = empty({batch, m, n}, DType::f32, d);
+  const MatmulPrecision p = matmul_precision();
   batched_gemm(
-      d, batch, m, n, k, [&](int64_t i) { return ao.at(i); }, [&](int64_t i) { return bo.at(i); },
-      out.data<float>());
+      d, p, batch, m, n, k, [&](int64_t i) { return ao.at(i); },
+      [&](int64_t i) { return bo.at(i); }, out.data<float>());
   if (auto node = autograd::make_node<BmmBackward>({a, b})) {
+    node->precision = p;
     node->a = std::move(ao);
     node->b = std::move(bo);
     node->batch = batch;
@@ -252,18 +272,32 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor y = empty({rows, out}, DType::f32, d);
   float* yp = y.data<float>();
   if (b.defined()) kt.fill_rows(d, yp, b.data<float>(), rows, out);
-  kt.sgemm(d, rows, out, in, 1.0f, xo.at(0), wo.at_t(0), b.defined() ? 1.0f : 0.0f, yp,
-           std::max<int64_t>(out, 1));
+  const MatmulPrecision p = matmul_precision();
+  gemm_for(kt, d, p)(d, rows, out, in, 1.0f, xo.at(0), wo.at_t(0), b.defined() ? 1.0f : 0.0f, yp,
+                     std::max<int64_t>(out, 1));
   Shape out_shape = x.shape();
   out_shape.back() = out;
   y = view_as_shape(y, out_shape);
   if (auto node = autograd::make_node<LinearBackward>({x, weight, bias})) {
+    node->precision = p;
     node->x = std::move(xo);
     node->w = std::move(wo);
     node->x_shape = x.shape();
     autograd::set_history(y, node);
   }
   return y;
+}
+
+MatmulPrecision matmul_precision() {
+  return g_precision.load(std::memory_order_relaxed);
+}
+
+MatmulPrecisionScope::MatmulPrecisionScope(MatmulPrecision p) : before_(matmul_precision()) {
+  g_precision.store(p, std::memory_order_relaxed);
+}
+
+MatmulPrecisionScope::~MatmulPrecisionScope() {
+  g_precision.store(before_, std::memory_order_relaxed);
 }
 
 }  // namespace cohort::ops

@@ -56,6 +56,25 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // torch.nn.functional.linear)
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// The precision of matmul's and linear's products, forward and backward (train.precision):
+// kBF16 rounds both operands of every product to bf16 and accumulates in f32 (tensor cores on a
+// GPU; emulated on the CPU, slower there); tensors, gradients and optimizer state stay f32.
+// Process-wide: it is a property of the run. A product records the precision it ran with, so
+// its backward uses the same one. Convolutions and the fused attention stay f32.
+enum class MatmulPrecision : uint8_t { kF32, kBF16 };
+MatmulPrecision matmul_precision();
+// Sets the precision for its lifetime and restores the one before.
+class MatmulPrecisionScope {
+ public:
+  explicit MatmulPrecisionScope(MatmulPrecision p);
+  ~MatmulPrecisionScope();
+  MatmulPrecisionScope(const MatmulPrecisionScope&) = delete;
+  MatmulPrecisionScope& operator=(const MatmulPrecisionScope&) = delete;
+
+ private:
+  MatmulPrecision before_;
+};
+
 // ---- convolution and pooling (conv.cc) ----
 struct Conv2dOptions {
   int64_t stride = 1;

@@ -95,6 +95,8 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   s_->mesh = make_mesh(cfg, *s_->world);  // collective when the model is split
   s_->model = s_->mesh ? make_model(cfg, *s_->mesh) : make_model(cfg);
   s_->device = select_device(cfg, s_->world->size);
+  if (cfg.get_string("train.precision") == "bf16")
+    s_->precision = std::make_unique<ops::MatmulPrecisionScope>(ops::MatmulPrecision::kBF16);
   s_->model->to(s_->device);  // before the optimizer: its state is made where the parameters are
   s_->memory.tag_parameters(*s_->model);
   s_->opt = make_optimizer(cfg, *s_->model);

@@ -70,10 +70,13 @@ void print_start(const Trainer::State& s) {
   const std::string how = s.world->group ? s.world->group->backend_name() : "parameter servers";
   std::string workers =
       s.world->size > 1 ? detail::str(", ", s.world->size, " workers (", how, ")") : "";
-  std::printf("cohort train: %s, %ld parameters%s, %ld steps, %d thread(s)%s, run dir %s\n",
+  const std::string where = s.device.is_cpu() ? "" : " on " + s.device.str();
+  const std::string products = s.precision ? ", bf16 products" : "";
+  std::printf("cohort train: %s, %ld parameters%s, %ld steps, %d thread(s)%s%s%s, run dir %s\n",
               s.cfg.get_string("model.type").c_str(), long(s.model->num_parameters()),
               s.mesh ? " on rank 0 (its pipeline stage and tensor-parallel shard)" : "",
-              long(s.total_steps), num_threads(), workers.c_str(), s.run_dir.c_str());
+              long(s.total_steps), num_threads(), workers.c_str(), where.c_str(), products.c_str(),
+              s.run_dir.c_str());
 }
 
 }  // namespace

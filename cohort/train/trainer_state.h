@@ -8,6 +8,7 @@
 #include "cohort/ckpt/checkpoint.h"
 #include "cohort/metrics/sink.h"
 #include "cohort/metrics/trace.h"
+#include "cohort/ops/ops.h"
 #include "cohort/optim/schedule.h"
 #include "cohort/parallel/strategy.h"
 #include "cohort/train/components.h"
@@ -59,6 +60,8 @@ struct Trainer::State {
   std::shared_ptr<const parallel::DeviceMesh> mesh;  // when the model is split over ranks
   std::shared_ptr<nn::Module> model;
   Device device;  // run.device: the model, its optimizer state and every batch live there
+  // train.precision = "bf16": the products' precision for the whole run (ops/ops.h).
+  std::unique_ptr<ops::MatmulPrecisionScope> precision;
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::LrSchedule> schedule;
   metrics::Recorder log;     // every record of this rank goes here (its JSONL file, ...)

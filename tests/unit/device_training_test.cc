@@ -195,6 +195,7 @@ TEST(DeviceTraining, TheGpt2SmallExampleAsksForTheGpu) {
   EXPECT_EQ(cfg.get_int("model.n_layer"), 12);
   EXPECT_EQ(cfg.get_int("model.n_embd"), 768);
   EXPECT_EQ(cfg.get_int("model.block_size"), 1024);
+  EXPECT_EQ(cfg.get_string("train.precision"), "bf16");
 }
 
 TEST(DeviceTraining, MixingDevicesInAnOpNamesBoth) {

@@ -40,6 +40,13 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b, flo
 void sgemm_unsynced(int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b, float beta,
                     float* c, int64_t ldc);
 
+// sgemm with a and b rounded to bf16 first (to nearest, ties to even), the products and sums
+// in f32 and c f32: what a GPU's bf16 tensor-core gemm with f32 accumulation computes, up to
+// the order of the sums. train.precision = "bf16" on the CPU (ops/matmul.cc); the rounded
+// copies are made per call, so it is slower than sgemm, not faster.
+void gemm_bf16(int64_t m, int64_t n, int64_t k, float alpha, MatRef a, MatRef b, float beta,
+               float* c, int64_t ldc);
+
 // y [rows, cols]: every row = bias [cols] (pre-fill before a beta = 1 gemm).
 void fill_rows(float* y, const float* bias, int64_t rows, int64_t cols);
 // out [cols] = sum over rows of g [rows, cols] (column sums; the bias gradient), in row order.

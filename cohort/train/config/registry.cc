@@ -141,8 +141,9 @@ void add_data_keys(ConfigRegistry& r) {
   r.add({"data.prefetch",
          T::kInt,
          int64_t(2),
-         "Batches prepared ahead by the loader thread "
-         "(0: none).",
+         "Batches prepared ahead by the loader thread (0: none). On a GPU (run.device = "
+         "`cuda`) the next step's batches are also copied to it while the current step "
+         "computes; 0 turns that off too (docs/gpu.md).",
          "",
          {},
          0.0,
@@ -203,6 +204,14 @@ void add_train_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  r.add({"train.precision",
+         T::kString,
+         std::string("f32"),
+         "Precision of the matrix products (linear and matmul, forward and backward): `f32`, or "
+         "`bf16` (operands rounded to bf16, f32 accumulation; tensor cores on a GPU, emulated "
+         "and slower on the CPU). Parameters, gradients and optimizer state stay f32.",
+         "",
+         {"f32", "bf16"}});
   r.add({"train.grad_accum_steps",
          T::kInt,
          int64_t(1),

@@ -92,5 +92,29 @@ TEST(CudaTraining, AnMlpWithAdamwAgreesWithTheCpuOver100Steps) {
       "AdamW", 1e-3f);
 }
 
+// train.precision = "bf16" on the GPU (cuBLASLt's bf16 gemm, f32 accumulation) against the
+// CPU's emulation (kernels/cpu gemm_bf16): the same rounded operands, so one product agrees to
+// f32 summation order; 100 steps of training agree loosely, since a last-bit difference in an
+// input can move its bf16 rounding by a whole bf16 step (2^-8 relative).
+TEST(CudaTraining, Bf16ProductsMatchTheCpuEmulation) {
+  COHORT_REQUIRE_GPU();
+  ASSERT_TRUE(device::enable_cuda());
+  const Tensor x = randn({37, 300}, 1), w = randn({129, 300}, 2), b = randn({129}, 3);
+  ops::MatmulPrecisionScope bf16(ops::MatmulPrecision::kBF16);
+  const std::vector<float> cpu = ops::linear(x, w, b).to_vector<float>();
+  const Device gpu = Device::cuda(0);
+  const std::vector<float> got =
+      ops::linear(x.to(gpu), w.to(gpu), b.to(gpu)).to(Device::cpu()).to_vector<float>();
+  float worst = 0;
+  for (size_t i = 0; i < cpu.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - cpu[i]) / (std::fabs(cpu[i]) + 1.f));
+  EXPECT_LT(worst, 1e-5f) << "one bf16 product, GPU vs the CPU's emulation";
+  expect_gpu_matches_cpu(
+      [](NamedTensors params) {
+        return std::make_unique<optim::SGD>(params, optim::SgdOptions{.lr = 0.05, .momentum = 0.9});
+      },
+      "SGD momentum, bf16 products", 3e-2f);
+}
+
 }  // namespace
 }  // namespace cohort

@@ -92,10 +92,27 @@ TEST(CudaTraining, AnMlpWithAdamwAgreesWithTheCpuOver100Steps) {
       "AdamW", 1e-3f);
 }
 
+// Largest |gpu - cpu| of each parameter over that parameter's largest |cpu|: a difference
+// measured against the tensor's scale, not each element's (which near zero says nothing).
+float max_scaled_difference(const std::vector<std::vector<float>>& gpu,
+                            const std::vector<std::vector<float>>& cpu) {
+  float worst = 0;
+  for (size_t t = 0; t < cpu.size(); ++t) {
+    float scale = 1e-6f, diff = 0;
+    for (size_t i = 0; i < cpu[t].size(); ++i)
+      scale = std::max(scale, std::fabs(cpu[t][i])),
+      diff = std::max(diff, std::fabs(gpu[t][i] - cpu[t][i]));
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
 // train.precision = "bf16" on the GPU (cuBLASLt's bf16 gemm, f32 accumulation) against the
-// CPU's emulation (kernels/cpu gemm_bf16): the same rounded operands, so one product agrees to
-// f32 summation order; 100 steps of training agree loosely, since a last-bit difference in an
-// input can move its bf16 rounding by a whole bf16 step (2^-8 relative).
+// CPU's emulation (kernels/cpu gemm_bf16): the same rounded operands, so one product and one
+// training step agree to f32 summation order. Over many steps they drift apart faster than in
+// f32 (a last-bit difference that moves a value across a bf16 rounding boundary changes it by
+// 2^-8, and this test's random labels make training chaotic: on an H200, 100 steps ended 5.8
+// apart relative to single elements), so there only the losses are compared.
 TEST(CudaTraining, Bf16ProductsMatchTheCpuEmulation) {
   COHORT_REQUIRE_GPU();
   ASSERT_TRUE(device::enable_cuda());
@@ -109,11 +126,22 @@ TEST(CudaTraining, Bf16ProductsMatchTheCpuEmulation) {
   for (size_t i = 0; i < cpu.size(); ++i)
     worst = std::max(worst, std::fabs(got[i] - cpu[i]) / (std::fabs(cpu[i]) + 1.f));
   EXPECT_LT(worst, 1e-5f) << "one bf16 product, GPU vs the CPU's emulation";
-  expect_gpu_matches_cpu(
-      [](NamedTensors params) {
-        return std::make_unique<optim::SGD>(params, optim::SgdOptions{.lr = 0.05, .momentum = 0.9});
-      },
-      "SGD momentum, bf16 products", 3e-2f);
+  auto sgd = [](NamedTensors params) {
+    return std::make_unique<optim::SGD>(params, optim::SgdOptions{.lr = 0.05, .momentum = 0.9});
+  };
+  std::vector<float> cpu_losses, gpu_losses;
+  const float one_step = max_scaled_difference(train(gpu, 1, sgd, &gpu_losses),
+                                               train(Device::cpu(), 1, sgd, &cpu_losses));
+  EXPECT_LT(one_step, 1e-4f) << "parameters after one bf16 step";
+  cpu_losses.clear(), gpu_losses.clear();
+  const float hundred = max_scaled_difference(train(gpu, 100, sgd, &gpu_losses),
+                                              train(Device::cpu(), 100, sgd, &cpu_losses));
+  EXPECT_NEAR(gpu_losses.back(), cpu_losses.back(), 0.02f * cpu_losses.back());
+  std::printf(
+      "[ training ] SGD momentum, bf16 products: parameters apart by %.3g of their scale after "
+      "1 step, %.3g after 100; loss %.4f -> %.4f (CPU %.4f -> %.4f)\n",
+      double(one_step), double(hundred), double(gpu_losses.front()), double(gpu_losses.back()),
+      double(cpu_losses.front()), double(cpu_losses.back()));
 }
 
 }  // namespace

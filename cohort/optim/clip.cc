@@ -25,17 +25,26 @@ void scale(float* __restrict x, int64_t n, float c) {
   for (int64_t i = 0; i < n; ++i) x[i] *= c;
 }
 
-// g [n] on a device: the squares summed there (the device's own order), read back.
-double device_sum_squares(const Tensor& g) {
+// g [n] on a device: the sum of its squares into *out, a float of the same device (the
+// device's own summation order). No host read: grad_norm reads every gradient's sum at once.
+void device_sum_squares(const Tensor& g, float* out) {
   const Device d = g.device();
   const dispatch::KernelTable& k = dispatch::kernels_for(d);
   const int64_t n = g.numel();
   const float* x = g.data<float>();
-  Tensor squares = empty({n}, DType::f32, d), total = empty({1}, DType::f32, d);
+  Tensor squares = empty({n}, DType::f32, d);
   k.binary_2d(d, cpu::BinaryOp::kMul, 1, n, x, 0, 1, x, 0, 1, squares.data<float>());
-  dispatch::need(k.sum_middle, "clip_grad_norm", d)(d, squares.data<float>(), 1, n, 1,
-                                                    total.data<float>());
-  return double(total.item<float>());
+  dispatch::need(k.sum_middle, "clip_grad_norm", d)(d, squares.data<float>(), 1, n, 1, out);
+}
+
+// The gradients on device d, each summed on the device into one slot of a vector that is read
+// back once: one host synchronisation per step, not one per parameter.
+double device_sum_squares(const std::vector<Tensor>& grads, Device d) {
+  Tensor partial = empty({int64_t(grads.size())}, DType::f32, d);
+  for (size_t i = 0; i < grads.size(); ++i) device_sum_squares(grads[i], partial.data<float>() + i);
+  double total = 0;
+  for (float x : partial.to_vector<float>()) total += double(x);
+  return total;
 }
 
 // x [n] *= c, on x's device.
@@ -57,11 +66,20 @@ Tensor checked_grad(const Tensor& p) {
 
 double grad_norm(const std::vector<Tensor>& params) {
   double total = 0;
+  std::vector<Tensor> on_device;  // all on one device: a model's parameters are together
   for (const Tensor& p : params) {
     Tensor g = checked_grad(p);
     if (!g.defined()) continue;
-    total += g.device().is_cpu() ? sum_squares(g.data<float>(), g.numel()) : device_sum_squares(g);
+    if (g.device().is_cpu()) {
+      total += sum_squares(g.data<float>(), g.numel());
+      continue;
+    }
+    COHORT_CHECK_ARG(on_device.empty() || on_device[0].device() == g.device(),
+                     "clip_grad_norm: gradients on ", on_device[0].device().str(), " and ",
+                     g.device().str(), ": a model's parameters must be on one device");
+    on_device.push_back(g);
   }
+  if (!on_device.empty()) total += device_sum_squares(on_device, on_device[0].device());
   return std::sqrt(total);
 }
 

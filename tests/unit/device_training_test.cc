@@ -11,6 +11,7 @@
 #include "cohort/nn/models/mlp.h"
 #include "cohort/ops/ops.h"
 #include "cohort/optim/adamw.h"
+#include "cohort/optim/clip.h"
 #include "cohort/optim/sgd.h"
 #include "cohort/train/config/train_config.h"
 #include "cohort/train/trainer.h"
@@ -196,6 +197,36 @@ TEST(DeviceTraining, TheGpt2SmallExampleAsksForTheGpu) {
   EXPECT_EQ(cfg.get_int("model.n_embd"), 768);
   EXPECT_EQ(cfg.get_int("model.block_size"), 1024);
   EXPECT_EQ(cfg.get_string("train.precision"), "bf16");
+}
+
+// clip_grad_norm on a device sums every gradient's squares there and reads them back once; the
+// norm is the CPU's up to summation order, and the gradients are scaled alike.
+TEST(DeviceTraining, ClipGradNormOnTheDeviceReadsTheNormOnceAndScalesLikeTheCpu) {
+  testing::StandInGpu gpu;
+  int clip_copies = 0;  // host <-> device copies made by clip_grad_norm itself
+  auto grads_after_clip = [&](Device d, double* norm) {
+    nn::MLP model({20, 32, 5}, {.seed = 7});
+    model.to(d);
+    auto [x, y] = batch(0);
+    ops::cross_entropy(model(x.to(d)), y.to(d)).backward();
+    std::vector<Tensor> params;
+    for (const auto& [name, p] : model.named_parameters()) params.push_back(p);
+    const int before = gpu.memory.copies;
+    *norm = optim::clip_grad_norm(params, 0.01);
+    clip_copies = gpu.memory.copies - before;
+    std::vector<std::vector<float>> out;
+    for (const Tensor& p : params) out.push_back(p.grad().to(Device::cpu()).to_vector<float>());
+    return out;
+  };
+  double cpu_norm = 0, gpu_norm = 0;
+  const auto on_cpu = grads_after_clip(Device::cpu(), &cpu_norm);
+  const auto on_gpu = grads_after_clip(kGpu, &gpu_norm);
+  EXPECT_EQ(clip_copies, 1) << "one read of the four gradients' sums";
+  EXPECT_NEAR(gpu_norm, cpu_norm, 1e-5 * cpu_norm);
+  EXPECT_GT(cpu_norm, 0.01) << "the test must clip";
+  for (size_t t = 0; t < on_cpu.size(); ++t)
+    for (size_t i = 0; i < on_cpu[t].size(); ++i)
+      ASSERT_NEAR(on_gpu[t][i], on_cpu[t][i], 1e-5f * (std::fabs(on_cpu[t][i]) + 1e-6f));
 }
 
 TEST(DeviceTraining, MixingDevicesInAnOpNamesBoth) {

@@ -105,6 +105,9 @@ def cohort_row(a, shape):
          "steps_timed": len(times), "warmup": warmup, "params": start.get("parameters"),
          "tf32": False,  # cohort/kernels/cuda/matmul.h: MatmulOptions::allow_tf32 = false
          "first_step_s": round(steps[0][1], 2)}
+    summary = next((e for e in reversed(events) if e.get("event") == "summary"), {})
+    if summary.get("device_memory_peak_bytes"):  # the caching allocator's peak in use
+        r["peak_memory_gib"] = round(summary["device_memory_peak_bytes"] / 2**30, 2)
     if warmup < a.warmup:
         r["note"] = f"the time limit cut the run: {warmup} warmup step(s), not {a.warmup}"
     if a.rc != 0:
@@ -124,11 +127,25 @@ def make_row(a):
     print(json.dumps(r))
 
 
-def peak_tflops(gpu, precision):
+def peak_tflops(gpu, precision, measured=None):
+    """The measured peak for the precision where bench/torch_matmul_peak.py gave one (TF32 is
+    not measured: the datasheet's), else the datasheet's."""
+    if measured and measured.get(precision):
+        return measured[precision]
     for key, peaks in PEAKS:
         if key in gpu:
             return peaks[precision]
     return None
+
+
+def measured_peaks(path):
+    if not path:
+        return None
+    try:
+        peaks = json.loads(open(path).read().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if "skipped" in peaks else peaks
 
 
 def flops_per_token(r):
@@ -143,6 +160,7 @@ def fmt(v, digits=0):
 
 def table(a):
     rows = [json.loads(l) for l in open(a.rows) if l.strip()]
+    measured = measured_peaks(a.peaks)
     info = dict(kv.split("=", 1) for kv in a.info)
     out = ["# GPT-2 small training: cohort vs PyTorch, one GPU", ""]
     for k, v in info.items():
@@ -161,7 +179,7 @@ def table(a):
             continue
         prec = "tf32" if r["precision"] == "f32" and r.get("tf32") else \
             ("fp32" if r["precision"] == "f32" else "bf16")
-        peak = peak_tflops(a.gpu, prec)
+        peak = peak_tflops(a.gpu, prec, measured)
         if r.get("params"):
             r["mfu"] = r["tokens_per_s"] * flops_per_token(r) / (peak * 1e12) if peak else None
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
@@ -183,9 +201,14 @@ def table(a):
     peaks = next((p for k, p in PEAKS if k in a.gpu), None)
     out += ["", "MFU = tokens/s x (6 N + 12 n_layer n_embd T) / peak, N = parameters less the "
             "embedding tables (bench/gpu_gpt_report.py); peak: "
-            + (f"{peaks['bf16']} TFLOP/s dense bf16, {peaks['tf32']} TF32, {peaks['fp32']} FP32 "
-               f"(NVIDIA's datasheet for {a.gpu})" if peaks else "no GPU, so no MFU"
-               if a.gpu == "none" else f"none known for '{a.gpu}', so no MFU") + "."]
+            + (f"measured in this run, an {measured['n']}^3 torch.matmul: {measured['bf16']} "
+               f"TFLOP/s bf16, {measured['fp32']} FP32 (bench/torch_matmul_peak.py); "
+               if measured else "")
+            + (f"NVIDIA's datasheet for {a.gpu}: {peaks['bf16']} TFLOP/s dense bf16, "
+               f"{peaks['tf32']} TF32, {peaks['fp32']} FP32"
+               + (" (used only for TF32)" if measured else "") if peaks else
+               ("no GPU, so no MFU" if a.gpu == "none" and not measured
+                else f"no datasheet figures for '{a.gpu}'")) + "."]
     if any(r.get("tf32") for r in rows if r["status"] == "ok"):
         out.append("PyTorch's f32 rows ran on TF32 tensor cores (--tf32), against the TF32 peak; "
                    "cohort's f32 products are true f32, against the FP32 peak.")
@@ -217,6 +240,7 @@ def main():
     t.add_argument("--rows", required=True)
     t.add_argument("--gpu", default="none")
     t.add_argument("--info", action="append", default=[])
+    t.add_argument("--peaks", default="", help="bench/torch_matmul_peak.py's output")
     a = p.parse_args()
     make_row(a) if a.cmd == "row" else table(a)
 

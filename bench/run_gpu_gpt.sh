@@ -206,6 +206,15 @@ train.precision ($(grep -m 1 -o "unknown config key[^;]*" "$LOGS/cohort-precisio
   tail -n 1 "$ROWS_FILE" | cut -c1-200 | sed 's/^/   /'
 }
 
+# The GPU's bf16 and f32 matmul peaks, measured here for the MFU column (a few seconds).
+PEAKS_FILE=$LOGS/matmul-peak.json
+if [ -n "$PYTHON" ] && [ "$DEVICE" = cuda ]; then
+  echo "== matmul peak (torch, 8192^3)"
+  timeout -k 5 60 "$PYTHON" bench/torch_matmul_peak.py >"$PEAKS_FILE" 2>"$LOGS/matmul-peak.log" ||
+    echo "   (no measured peak: $(tail -n 1 "$LOGS/matmul-peak.log"))"
+  sed 's/^/   /' "$PEAKS_FILE"
+fi
+
 for r in $ROWS; do
   case "$r" in
     eager-*) run_torch eager "${r#eager-}" "$CAP_EAGER" 20 ;;
@@ -222,7 +231,8 @@ INFO=(--info "date=$(date -u '+%Y-%m-%d %H:%M UTC'), host $(hostname), $(($(date
   --info "cohort=$COHORT ($COHORT_VERSION, source ${BUNDLE_SOURCE:-?})"
   --info "PyTorch=${PYTHON:-none}${PYTHON:+, torch $TORCH_VERSION}")
 [ "$SMOKE" = 1 ] && INFO+=(--info "mode=SMOKE on the CPU (a check of the script, not a measurement)")
-if ! "${REPORT_PY[@]}" table --rows "$ROWS_FILE" --gpu "${GPU_NAME:-none}" "${INFO[@]}" >"$REPORT"; then
+if ! "${REPORT_PY[@]}" table --rows "$ROWS_FILE" --gpu "${GPU_NAME:-none}" "${INFO[@]}" \
+  --peaks "$PEAKS_FILE" >"$REPORT"; then
   echo "run_gpu_gpt: error: the report could not be made from $ROWS_FILE" >&2
   exit 1
 fi

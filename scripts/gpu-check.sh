@@ -8,6 +8,9 @@
 # machine without a usable GPU every GPU test skips with CUDA's reason and the script exits 0
 # with a summary that says so. Every step runs under `timeout`; the whole stays under 8 minutes.
 #
+# Then bench/run_gpu_gpt.sh (GPT-2 small, cohort vs PyTorch; GPU_GPT_SECONDS, default 200;
+# GPU_CHECK_BENCH=0 leaves it out), whose report lands beside the summary.
+#
 # Usage (docs/gpu.md): the device tool's run with carry ["gpu-bundle"] and command
 #   bash scripts/gpu-check.sh
 set -uo pipefail
@@ -44,6 +47,7 @@ source scripts/gpu-env.sh
 gpu_unpack_libs "$WORK" "$BUNDLE" || fail "cannot unpack $BUNDLE/lib.tar.gz"
 CUBLAS_DIR=$(gpu_find_cublaslt)
 echo "   libcublasLt.so.13 from: ${CUBLAS_DIR:-nowhere}"
+CALLER_LIBRARY_PATH=${LD_LIBRARY_PATH:-}  # for bench/run_gpu_gpt.sh, which starts PyTorch too
 LD_LIBRARY_PATH=$(gpu_library_path "$WORK" "$CUBLAS_DIR")
 export LD_LIBRARY_PATH
 
@@ -154,6 +158,29 @@ else  # also after a failed kernel test: what training does is worth seeing eith
   echo "   $TRAIN"
 fi
 
+# ---- bench/gpu_gpt ------------------------------------------------------------------------------
+
+# GPT-2 small trained by cohort and by PyTorch on this GPU (bench/run_gpu_gpt.sh writes its own
+# report beside this one); its tokens/s ratios go into the summary.
+BENCH="not run"
+if [ "$NO_GPU" = 1 ]; then
+  BENCH="not run: no GPU"
+elif [ "${GPU_CHECK_BENCH:-1}" = 0 ]; then
+  BENCH="not run: GPU_CHECK_BENCH=0"
+elif [ "$(left)" -lt 120 ]; then
+  BENCH="not run: under 120 s left of GPU_CHECK_SECONDS"
+else
+  secs=$(($(left) - 60 < ${GPU_GPT_SECONDS:-200} ? $(left) - 60 : ${GPU_GPT_SECONDS:-200}))
+  echo "== bench/gpu_gpt (at most ${secs}s)"
+  # Run with its own LD_LIBRARY_PATH: it gives the bundle's libraries to cohort alone.
+  env LD_LIBRARY_PATH="$CALLER_LIBRARY_PATH" GPU_GPT_SECONDS="$secs" \
+    timeout -k 10 $((secs + 30)) bash bench/run_gpu_gpt.sh >"$LOGS/bench-gpu-gpt.log" 2>&1
+  rc=$?
+  tail -n 12 "$LOGS/bench-gpu-gpt.log" | sed 's/^/   /'
+  BENCH="exit $rc, report gpu-gpt.md"
+  [ "$rc" = 0 ] || note "bench/gpu_gpt exited $rc (gpu-logs/bench-gpu-gpt.log)"
+fi
+
 # ---- compute-sanitizer ----------------------------------------------------------------------------
 
 SANITIZER="not run"
@@ -217,6 +244,9 @@ fi
   echo "compute-sanitizer memcheck: $SANITIZER"
   echo
   echo "cohort train (MLP, synthetic data, 20 steps): $TRAIN"
+  echo
+  echo "bench/gpu_gpt: $BENCH"
+  [[ $BENCH == exit* ]] && [ -f "$REPORT_DIR/gpu-gpt.md" ] && grep -A6 '^| tokens/s ratio' "$REPORT_DIR/gpu-gpt.md"
   echo
   grep -h -e '^\[ matmul  \]' -e '^\[ training \]' -e '^\[ pinned \]' "$LOGS/kernel-tests.log" 2>/dev/null | sed 's/^/    /'
   if [ "${#NOTES[@]}" != 0 ]; then

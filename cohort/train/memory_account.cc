@@ -1,5 +1,7 @@
 #include "cohort/train/memory_account.h"
 
+#include "cohort/tensor/device_memory.h"
+
 namespace cohort::train {
 namespace {
 
@@ -26,6 +28,7 @@ MemoryAccount::~MemoryAccount() {
 void MemoryAccount::tag_parameters(const nn::Module& model) {
   params_ = model.parameters();
   for (const Tensor& p : params_) tag_memory(p, MemoryKind::kParameters);
+  if (!params_.empty()) device_ = params_[0].device();
 }
 
 void MemoryAccount::start() {
@@ -49,11 +52,17 @@ nlohmann::json MemoryAccount::summary_json() const {
   const MemoryUsage& at = stepped_ ? at_step_end_ : now;  // no step ran: what is held now
   // Peaks over the training steps: what comes after (the final evaluation and checkpoint, for
   // which ZeRO-3 gathers the whole model) is reported apart.
-  return nlohmann::json{{"memory_bytes", by_kind(at.bytes)},
+  nlohmann::json j{{"memory_bytes", by_kind(at.bytes)},
                         {"memory_peak_by_kind", by_kind(at.peak_bytes)},
                         {"memory_peak_bytes", at.peak_total},
                         {"memory_peak_run_bytes", now.peak_total},
                         {"memory_limit_bytes", now.limit}};
+  if (device_.is_cpu()) return j;
+  const DeviceMemoryStats d = device_memory(device_).stats(device_.index);
+  j["device"] = device_.str();
+  j["device_memory_peak_bytes"] = d.peak_bytes_in_use;
+  j["device_memory_cached_bytes"] = d.bytes_cached;
+  return j;
 }
 
 std::string MemoryAccount::summary_line(int rank) const {
@@ -69,6 +78,10 @@ std::string MemoryAccount::summary_line(int rank) const {
   line += ", peak " + format_bytes(j["memory_peak_bytes"].get<uint64_t>());
   if (uint64_t limit = j["memory_limit_bytes"].get<uint64_t>(); limit > 0)
     line += " of the " + format_bytes(limit) + " limit";
+  if (j.contains("device"))
+    line += detail::str(" (host); ", j["device"].get<std::string>(), ": peak ",
+                        format_bytes(j["device_memory_peak_bytes"].get<uint64_t>()), " in use, ",
+                        format_bytes(j["device_memory_cached_bytes"].get<uint64_t>()), " cached");
   return line;
 }
 

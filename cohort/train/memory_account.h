@@ -27,7 +27,9 @@ class MemoryAccount {
   MemoryAccount(const MemoryAccount&) = delete;
   MemoryAccount& operator=(const MemoryAccount&) = delete;
 
-  // Counts the model's parameters as kParameters; remembers them for after_backward.
+  // Counts the model's parameters as kParameters; remembers them for after_backward. The
+  // parameters' device, when not the CPU, is reported too (its backend's peak and cache): the
+  // kinds above count host memory only.
   void tag_parameters(const nn::Module& model);
   // Training starts: the peaks start over here.
   void start();
@@ -42,6 +44,7 @@ class MemoryAccount {
   std::string summary_line(int rank) const;
 
  private:
+  Device device_;  // where the parameters live
   bool limited_ = false;
   bool stepped_ = false;
   std::vector<Tensor> params_;

@@ -140,6 +140,14 @@ TEST(DeviceTraining, CohortTrainOnTheDeviceMatchesTheCpuAndItsCheckpointLoadsOnT
   const train::TrainSummary gpu_sum = on_gpu.run();
   EXPECT_EQ(gpu_sum.eval.loss, cpu_sum.eval.loss);
   EXPECT_EQ(gpu_sum.eval.accuracy, cpu_sum.eval.accuracy);
+  // The summary reports the device's memory beside the host's kinds.
+  const nlohmann::json summary =
+      testing::last_record(std::filesystem::path(gpu_sum.run_dir) / "metrics.jsonl", "summary");
+  EXPECT_EQ(summary.value("device", ""), "cuda:0");
+  EXPECT_TRUE(summary.contains("device_memory_peak_bytes")) << summary.dump();
+  EXPECT_FALSE(testing::last_record(std::filesystem::path(cpu_sum.run_dir) / "metrics.jsonl",
+                                    "summary")
+                   .contains("device"));
   const NamedTensors gpu_params = on_gpu.model().named_parameters();
   for (size_t i = 0; i < gpu_params.size(); ++i) {
     EXPECT_EQ(gpu_params[i].second.device(), kGpu) << gpu_params[i].first;

@@ -1,0 +1,31 @@
+"""cohort as a torch.distributed backend (docs/python.md, "A torch.distributed backend").
+
+    import torch.distributed as dist
+    import cohort.torch                      # registers the "cohort" backend
+    dist.init_process_group("cohort")        # under `cohort run` or torchrun
+    dist.all_reduce(tensor)                  # CPU tensors, every ReduceOp, every dtype
+
+Importing this module registers "cohort" with torch.distributed.Backend.register_backend; the
+backend is the C++ ProcessGroup of cohort.torch._c10d, which runs every collective on cohort's
+Communicator (shared memory between ranks of one host, TCP between hosts). Groups made with
+dist.new_group(backend="cohort") form their own Communicator through the same store.
+"""
+import torch.distributed as _dist
+
+from cohort.torch._c10d import ProcessGroupCohort, create_process_group
+
+BACKEND = "cohort"
+
+# register_backend refuses a second registration; a module is imported once, but
+# importlib.reload or two copies of the package on sys.path would try again.
+if BACKEND.upper() not in _dist.Backend._plugins:
+    _dist.Backend.register_backend(BACKEND, create_process_group)
+
+
+def is_available():
+    """Whether the "cohort" backend is registered with torch.distributed (it is once this
+    module imported)."""
+    return BACKEND.upper() in _dist.Backend._plugins
+
+
+__all__ = ["BACKEND", "ProcessGroupCohort", "create_process_group", "is_available"]

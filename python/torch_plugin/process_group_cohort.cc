@@ -1,0 +1,273 @@
+#include "process_group_cohort.h"
+
+#include "cohort/comm/collectives.h"
+#include "tensor_buffers.h"
+
+namespace cohort::torch_plugin {
+
+using std::chrono::milliseconds;
+
+// --- WorkCohort ---
+
+WorkCohort::WorkCohort(int rank, c10d::OpType type, std::string name,
+                       std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
+      name_(std::move(name)),
+      outputs_(std::move(outputs)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
+
+bool WorkCohort::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (timeout == kNoTimeout) {
+    cv_.wait(lock, [&] { return completed_; });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+    TORCH_CHECK(false, "cohort backend: ", name_, " did not complete within ", timeout.count(),
+                " ms (it keeps running until the group's timeout; wait again, or check that "
+                "every rank issued it)");
+  }
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+void WorkCohort::complete(std::exception_ptr error) {
+  buffers_.clear();
+  after_ = nullptr;
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  finish(error);
+}
+
+// --- ProcessGroupCohort ---
+
+ProcessGroupCohort::ProcessGroupCohort(std::shared_ptr<comm::Communicator> comm)
+    : c10d::ProcessGroup(comm->rank(), comm->size()), comm_(std::move(comm)) {
+  completer_ = std::thread([this] { completion_loop(); });
+}
+
+ProcessGroupCohort::~ProcessGroupCohort() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  completer_.join();  // after every issued operation completed (or hit its deadline)
+}
+
+std::vector<std::string> ProcessGroupCohort::transports() const {
+  std::vector<std::string> out;
+  for (int p = 0; p < size_; ++p) out.emplace_back(comm_->transport_of(p));
+  return out;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::launch(Launch l) {
+  auto work = c10::make_intrusive<WorkCohort>(rank_, l.type, l.name, std::move(l.outputs));
+  work->buffers_ = std::move(l.buffers);
+  work->after_ = std::move(l.after);
+  {
+    std::lock_guard<std::mutex> issue(issue_mu_);
+    try {
+      work->inner_ = l.start(*comm_);
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "cohort backend: ", e.what());
+    }
+    work->name_ = work->inner_.name().empty() ? l.name : work->inner_.name();
+    std::lock_guard<std::mutex> queue(queue_mu_);  // under issue_mu_: the queue is issue order
+    queue_.push_back(work);
+  }
+  queue_cv_.notify_one();
+  return work;
+}
+
+void ProcessGroupCohort::completion_loop() {
+  NoGrad no_grad;
+  for (;;) {
+    c10::intrusive_ptr<WorkCohort> w;
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      w = queue_.front();
+      queue_.pop_front();
+    }
+    std::exception_ptr error;
+    try {
+      w->inner_.wait();
+      if (w->after_) w->after_();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    w->complete(error);
+  }
+}
+
+// --- reductions ---
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Tensor>& tensors,
+                                                             const c10d::AllreduceOptions& opts) {
+  NoGrad no_grad;
+  check_single(tensors, "allreduce");
+  const at::Tensor& t = tensors[0];
+  const milliseconds timeout = op_timeout(opts.timeout);
+  AfterList after;
+  if (is_bitwise(opts.reduceOp)) {
+    check_bitwise(t, opts.reduceOp, "allreduce");
+    at::Tensor in = t.contiguous();
+    at::Tensor rows = at::empty({size_, t.numel()}, t.options());
+    after.push_back([t, rows, op = opts.reduceOp]() mutable {
+      t.copy_(fold_bitwise(rows, op).view(t.sizes()));
+    });
+    return launch({c10d::OpType::ALLREDUCE,
+                   "allreduce",
+                   {t},
+                   {in, rows},
+                   [=](comm::Communicator& c) {
+                     return comm::allgather_async(c, {.input = ptr(in),
+                                                      .output = ptr(rows),
+                                                      .count = bytes(in),
+                                                      .dtype = comm::DType::u8,
+                                                      .timeout = timeout});
+                   },
+                   run_all(std::move(after))});
+  }
+  ReduceTarget target = reduce_target(t.scalar_type(), opts.reduceOp, "allreduce");
+  at::Tensor buf = reduce_buffer(t, target, /*writes=*/true, after);
+  return launch({c10d::OpType::ALLREDUCE,
+                 "allreduce",
+                 {t},
+                 {buf},
+                 [=](comm::Communicator& c) {
+                   return comm::allreduce_async(c, {.output = ptr(buf),
+                                                    .count = size_t(buf.numel()),
+                                                    .dtype = target.dtype,
+                                                    .op = target.op,
+                                                    .timeout = timeout});
+                 },
+                 run_all(std::move(after))});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  NoGrad no_grad;
+  TORCH_CHECK(!tensors.empty(), "cohort backend: allreduce_coalesced got no tensors");
+  check_tensor(tensors[0], "allreduce_coalesced");
+  for (const auto& t : tensors) {
+    check_tensor(t, "allreduce_coalesced");
+    TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
+                "cohort backend: allreduce_coalesced needs tensors of one dtype (got ",
+                tensors[0].scalar_type(), " and ", t.scalar_type(), ")");
+  }
+  ReduceTarget target =
+      reduce_target(tensors[0].scalar_type(), opts.reduceOp, "allreduce_coalesced");
+  // bool is concatenated as uint8 (0/1), reduced with its logical op and copied back.
+  at::Tensor buf = concat(tensors, target.staged);
+  AfterList after;
+  copy_blocks_back(buf, tensors, after);
+  const milliseconds timeout = op_timeout(opts.timeout);
+  return launch({c10d::OpType::ALLREDUCE_COALESCED,
+                 "allreduce_coalesced",
+                 tensors,
+                 {buf},
+                 [=](comm::Communicator& c) {
+                   return comm::allreduce_async(c, {.output = ptr(buf),
+                                                    .count = size_t(buf.numel()),
+                                                    .dtype = target.dtype,
+                                                    .op = target.op,
+                                                    .timeout = timeout});
+                 },
+                 run_all(std::move(after))});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::ReduceOptions& opts) {
+  NoGrad no_grad;
+  check_single(tensors, "reduce");
+  const at::Tensor& t = tensors[0];
+  ReduceTarget target = reduce_target(t.scalar_type(), opts.reduceOp, "reduce");
+  AfterList after;
+  const int root = int(opts.rootRank);
+  at::Tensor buf = reduce_buffer(t, target, /*writes=*/rank_ == root, after);
+  const milliseconds timeout = op_timeout(opts.timeout);
+  return launch({c10d::OpType::REDUCE,
+                 "reduce",
+                 {t},
+                 {buf},
+                 [=](comm::Communicator& c) {
+                   // In place on the root; read from `buf` elsewhere.
+                   const bool is_root = c.rank() == root;
+                   return comm::reduce_async(c, {.input = is_root ? nullptr : ptr(buf),
+                                                 .output = is_root ? ptr(buf) : nullptr,
+                                                 .count = size_t(buf.numel()),
+                                                 .dtype = target.dtype,
+                                                 .op = target.op,
+                                                 .root = root,
+                                                 .timeout = timeout});
+                 },
+                 run_all(std::move(after))});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  NoGrad no_grad;
+  check_single(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == size_t(size_),
+              "cohort backend: reduce_scatter takes one input list of ", size_,
+              " tensors (one per rank)");
+  const at::Tensor& out = outputs[0];
+  check_same(inputs[0], out, "reduce_scatter", "input_list");
+  ReduceTarget target = reduce_target(out.scalar_type(), opts.reduceOp, "reduce_scatter");
+  at::Tensor in = concat(inputs[0], target.staged);
+  AfterList after;
+  at::Tensor buf = reduce_buffer(out, target, /*writes=*/true, after);
+  const milliseconds timeout = op_timeout(opts.timeout);
+  return launch({c10d::OpType::REDUCE_SCATTER,
+                 "reduce_scatter",
+                 {out},
+                 {in, buf},
+                 [=](comm::Communicator& c) {
+                   return comm::reduce_scatter_async(c, {.input = ptr(in),
+                                                         .output = ptr(buf),
+                                                         .count = size_t(buf.numel()),
+                                                         .dtype = target.dtype,
+                                                         .op = target.op,
+                                                         .timeout = timeout});
+                 },
+                 run_all(std::move(after))});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  NoGrad no_grad;
+  check_tensor(output, "reduce_scatter_tensor");
+  check_tensor(input, "reduce_scatter_tensor");
+  TORCH_CHECK(
+      input.scalar_type() == output.scalar_type() && input.numel() == output.numel() * size_,
+      "cohort backend: reduce_scatter_tensor needs an input of ", size_,
+      " x the output's elements, of the output's dtype (got ", input.numel(), " ",
+      input.scalar_type(), " for ", output.numel(), " ", output.scalar_type(), ")");
+  ReduceTarget target = reduce_target(output.scalar_type(), opts.reduceOp, "reduce_scatter");
+  AfterList after;
+  at::Tensor in = reduce_buffer(input, target, /*writes=*/false, after);
+  at::Tensor buf = reduce_buffer(output, target, /*writes=*/true, after);
+  const milliseconds timeout = op_timeout(opts.timeout);
+  return launch({c10d::OpType::_REDUCE_SCATTER_BASE,
+                 "reduce_scatter_tensor",
+                 {output},
+                 {in, buf},
+                 [=](comm::Communicator& c) {
+                   return comm::reduce_scatter_async(c, {.input = ptr(in),
+                                                         .output = ptr(buf),
+                                                         .count = size_t(buf.numel()),
+                                                         .dtype = target.dtype,
+                                                         .op = target.op,
+                                                         .timeout = timeout});
+                 },
+                 run_all(std::move(after))});
+}
+
+}  // namespace cohort::torch_plugin

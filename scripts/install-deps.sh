@@ -27,6 +27,8 @@ done
 # libcpp-httplib-dev: the dashboard's HTTP server (cohort/monitor); python3-prometheus-client:
 # the reference parser that reads /metrics back in tests/monitor. python3-pytest: the docs test
 # (tests/docs: every code block of README.md and docs/ compiled, parsed or run).
+# pybind11-dev, python3-dev: the Python package `cohort` (python/, COHORT_PYTHON=auto builds it
+# where they are found); python3-numpy: its tests (tests/python), so it is not a peer only.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libssl-dev
@@ -37,10 +39,11 @@ PACKAGES=(
   iproute2 procps
   libjs-chart.js chromium-headless-shell libcpp-httplib-dev python3-prometheus-client
   python3-pytest
+  pybind11-dev python3-dev python3-numpy
 )
 # The benchmark peer (never a dependency of cohort itself); skipped with COHORT_NO_PEERS=1.
 if [ "${COHORT_NO_PEERS:-0}" != "1" ] && [ "$with_peers" = 1 ]; then
-  PACKAGES+=(python3-torch python3-numpy)
+  PACKAGES+=(python3-torch)
 fi
 # The fuzz run of scripts/test.sh (scripts/fuzz.sh): clang and its runtime libraries, which
 # hold libFuzzer (libclang_rt.fuzzer) for -fsanitize=fuzzer. Optional: if they cannot be

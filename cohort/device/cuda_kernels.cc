@@ -175,18 +175,21 @@ double cross_entropy_forward(Device d, const float* logits, const int64_t* targe
   return loss.to(Device::cpu()).data<double>()[0];
 }
 
-// One parameter through the fused multi-tensor kernels (a list of one: optim/ steps parameter
-// by parameter); the scalars are kernels/cpu/optim.h's on both sides.
-void adamw_update(Device d, float* p, const float* g, float* m, float* v, int64_t n,
-                  const cpu::AdamScalars& s) {
-  const cuda::AdamWTensor t{p, g, m, v, n};
-  cuda::adamw_multi_tensor({&t, 1}, s, on(d));
+// A list of parameters through the fused multi-tensor kernels: one launch for every 36 (AdamW)
+// or 48 (SGD) tensors; the scalars are kernels/cpu/optim.h's on both sides.
+void adamw_update(Device d, std::span<const cpu::AdamWParam> params, const cpu::AdamScalars& s) {
+  std::vector<cuda::AdamWTensor> list;
+  list.reserve(params.size());
+  for (const cpu::AdamWParam& x : params) list.push_back({x.p, x.g, x.m, x.v, x.n});
+  cuda::adamw_multi_tensor(list, s, on(d));
 }
 
-void sgd_update(Device d, float* p, const float* g, float* buf, int64_t n, const cpu::SgdScalars& s,
+void sgd_update(Device d, std::span<const cpu::SgdParam> params, const cpu::SgdScalars& s,
                 cpu::SgdPhase phase, bool nesterov) {
-  const cuda::SgdTensor t{p, g, buf, n};
-  cuda::sgd_multi_tensor({&t, 1}, s, phase, nesterov, on(d));
+  std::vector<cuda::SgdTensor> list;
+  list.reserve(params.size());
+  for (const cpu::SgdParam& x : params) list.push_back({x.p, x.g, x.buf, x.n});
+  cuda::sgd_multi_tensor(list, s, phase, nesterov, on(d));
 }
 
 const dispatch::KernelTable kCuda = {

@@ -22,6 +22,15 @@ void embedding_forward(Device, const float* weight, int64_t v, int64_t d, const 
   cpu::embedding_forward(weight, d, idx, n, out);  // ops/ checked every index against v
 }
 
+// The lists one parameter after the other (a device table launches them together).
+void adamw_update(Device, std::span<const cpu::AdamWParam> params, const cpu::AdamScalars& s) {
+  for (const cpu::AdamWParam& x : params) cpu::adamw_update(x.p, x.g, x.m, x.v, x.n, s);
+}
+void sgd_update(Device, std::span<const cpu::SgdParam> params, const cpu::SgdScalars& s,
+                cpu::SgdPhase phase, bool nesterov) {
+  for (const cpu::SgdParam& x : params) cpu::sgd_update(x.p, x.g, x.buf, x.n, s, phase, nesterov);
+}
+
 const KernelTable kCpu = {
     .binary_2d = OnCpu<cpu::binary_2d>::call,
     .affine = OnCpu<cpu::affine>::call,
@@ -60,8 +69,8 @@ const KernelTable kCpu = {
     .conv2d_backward = OnCpu<cpu::conv2d_backward>::call,
     .max_pool2d_forward = OnCpu<cpu::max_pool2d_forward>::call,
     .max_pool2d_backward = OnCpu<cpu::max_pool2d_backward>::call,
-    .adamw_update = OnCpu<cpu::adamw_update>::call,
-    .sgd_update = OnCpu<cpu::sgd_update>::call,
+    .adamw_update = adamw_update,
+    .sgd_update = sgd_update,
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 // Shapes and semantics are those of the kernels/cpu functions of the same names.
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 
 #include "cohort/core/error.h"
 #include "cohort/kernels/cpu/attention.h"
@@ -105,11 +106,11 @@ struct KernelTable {
   void (*max_pool2d_backward)(Device, const cpu::Pool2dShape& s, const float* dy,
                               const int32_t* argmax, float* dx);
 
-  // ---- optimizers (kernels/cpu/optim.h): one parameter's update ----
-  void (*adamw_update)(Device, float* p, const float* g, float* m, float* v, int64_t n,
-                       const cpu::AdamScalars& s);
-  void (*sgd_update)(Device, float* p, const float* g, float* buf, int64_t n,
-                     const cpu::SgdScalars& s, cpu::SgdPhase phase, bool nesterov);
+  // ---- optimizers (kernels/cpu/optim.h): a list of parameters at the same step, updated
+  // together (on a GPU one multi-tensor launch for the list, not one per parameter) ----
+  void (*adamw_update)(Device, std::span<const cpu::AdamWParam> params, const cpu::AdamScalars& s);
+  void (*sgd_update)(Device, std::span<const cpu::SgdParam> params, const cpu::SgdScalars& s,
+                     cpu::SgdPhase phase, bool nesterov);
 };
 
 // The CPU's table (kernels/cpu).

@@ -6,6 +6,7 @@
 #include "cohort/core/thread_pool.h"
 #include "cohort/dispatch/kernel_table.h"
 #include "cohort/kernels/cpu/optim.h"
+#include "cohort/optim/device_batch.h"
 
 namespace cohort::optim {
 
@@ -29,38 +30,48 @@ void AdamW::check_options() const {
 
 void AdamW::step() {
   autograd::NoGradGuard no_grad;
-  auto [b1, b2] = opt_.betas;
+  // Device parameters at the same step count go to the device as one list.
+  DeviceBatch<cpu::AdamWParam, int64_t> on_device([&](Device d, int64_t t,
+                                                      const std::vector<cpu::AdamWParam>& list) {
+    dispatch::need(dispatch::kernels_for(d).adamw_update, "AdamW", d)(d, list, scalars(double(t)));
+  });
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = grad_of(i);
     if (!g.defined()) continue;
     ensure_slots(i);
     ParamState& st = state_[i];
     ++st.step;
-    double t = double(st.step);
-    cpu::AdamScalars s{};
-    s.decay = float(1.0 - lr_ * opt_.weight_decay);
-    s.one_minus_b1 = float(1.0 - b1);
-    s.b2 = float(b2);
-    s.one_minus_b2 = float(1.0 - b2);
-    s.bc2_sqrt = float(std::sqrt(1.0 - std::pow(b2, t)));
-    s.eps = float(opt_.eps);
-    s.neg_step_size = float(-lr_ / (1.0 - std::pow(b1, t)));
     const Tensor& param = params_[i].second;
     float* p = param.data<float>();
     const float* gp = g.data<float>();
     float* m = st.slots[0].data<float>();
     float* v = st.slots[1].data<float>();
-    if (const Device d = param.device(); !d.is_cpu()) {  // the device's fused update
+    if (const Device d = param.device(); !d.is_cpu()) {
       COHORT_INTERNAL(st.slots[0].device() == d && st.slots[1].device() == d, "AdamW state of '",
                       params_[i].first, "' is not on ", d.str());
-      dispatch::need(dispatch::kernels_for(d).adamw_update, "AdamW", d)(d, p, gp, m, v,
-                                                                        param.numel(), s);
+      on_device.add(d, st.step, {p, gp, m, v, param.numel()});
       continue;
     }
+    const cpu::AdamScalars s = scalars(double(st.step));
     parallel_for(0, param.numel(), kUpdateGrain, [&](int64_t lo, int64_t hi) {
       cpu::adamw_update(p + lo, gp + lo, m + lo, v + lo, hi - lo, s);
     });
   }
+  on_device.flush();
+}
+
+// The update's float32 scalars at step t, computed in double (kernels/cpu/optim.h).
+cpu::AdamScalars AdamW::scalars(double t) const {
+  auto [b1, b2] = opt_.betas;
+  cpu::AdamScalars s{};
+  s.decay = float(1.0 - lr_ * opt_.weight_decay);
+  s.one_minus_b1 = float(1.0 - b1);
+  s.b2 = float(b2);
+  s.one_minus_b2 = float(1.0 - b2);
+  s.bc2_sqrt = float(std::sqrt(1.0 - std::pow(b2, t)));
+  s.eps = float(opt_.eps);
+  s.neg_step_size = float(-lr_ / (1.0 - std::pow(b1, t)));
+  return s;
 }
 
 std::unique_ptr<Optimizer> AdamW::make_like(NamedParams params) const {

@@ -8,6 +8,7 @@
 // State slots: "exp_avg" (m), "exp_avg_sq" (v); scalar "<param>.step" (t).
 #include <utility>
 
+#include "cohort/kernels/cpu/optim.h"
 #include "cohort/optim/optimizer.h"
 
 namespace cohort::optim {
@@ -30,6 +31,7 @@ class AdamW : public Optimizer {
 
  private:
   void check_options() const;
+  cpu::AdamScalars scalars(double t) const;
   AdamWOptions opt_;
 };
 

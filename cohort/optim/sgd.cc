@@ -6,6 +6,7 @@
 #include "cohort/core/thread_pool.h"
 #include "cohort/dispatch/kernel_table.h"
 #include "cohort/kernels/cpu/optim.h"
+#include "cohort/optim/device_batch.h"
 
 namespace cohort::optim {
 
@@ -37,6 +38,12 @@ void SGD::step() {
   autograd::NoGradGuard no_grad;
   const cpu::SgdScalars s{float(lr_), float(opt_.weight_decay), float(opt_.momentum),
                           float(1.0 - opt_.dampening)};
+  const bool nesterov = opt_.nesterov;
+  // Device parameters in the same phase go to the device as one list.
+  DeviceBatch<cpu::SgdParam, cpu::SgdPhase> on_device(
+      [&](Device d, cpu::SgdPhase phase, const std::vector<cpu::SgdParam>& list) {
+        dispatch::need(dispatch::kernels_for(d).sgd_update, "SGD", d)(d, list, s, phase, nesterov);
+      });
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = grad_of(i);
     if (!g.defined()) continue;
@@ -50,19 +57,18 @@ void SGD::step() {
     const cpu::SgdPhase phase = !buf    ? cpu::SgdPhase::kPlain
                                 : first ? cpu::SgdPhase::kFirst
                                         : cpu::SgdPhase::kMomentum;
-    const bool nesterov = opt_.nesterov;
-    if (const Device d = param.device(); !d.is_cpu()) {  // the device's fused update
+    ++st.step;
+    if (const Device d = param.device(); !d.is_cpu()) {
       COHORT_INTERNAL(!buf || st.slots[0].device() == d, "SGD momentum of '", params_[i].first,
                       "' is not on ", d.str());
-      dispatch::need(dispatch::kernels_for(d).sgd_update, "SGD", d)(d, p, gp, buf, param.numel(), s,
-                                                                    phase, nesterov);
-    } else {
-      parallel_for(0, param.numel(), kUpdateGrain, [&](int64_t lo, int64_t hi) {
-        cpu::sgd_update(p + lo, gp + lo, buf ? buf + lo : nullptr, hi - lo, s, phase, nesterov);
-      });
+      on_device.add(d, phase, {p, gp, buf, param.numel()});
+      continue;
     }
-    ++st.step;
+    parallel_for(0, param.numel(), kUpdateGrain, [&](int64_t lo, int64_t hi) {
+      cpu::sgd_update(p + lo, gp + lo, buf ? buf + lo : nullptr, hi - lo, s, phase, nesterov);
+    });
   }
+  on_device.flush();
 }
 
 std::unique_ptr<Optimizer> SGD::make_like(NamedParams params) const {

@@ -145,9 +145,9 @@ TEST(DeviceTraining, CohortTrainOnTheDeviceMatchesTheCpuAndItsCheckpointLoadsOnT
       testing::last_record(std::filesystem::path(gpu_sum.run_dir) / "metrics.jsonl", "summary");
   EXPECT_EQ(summary.value("device", ""), "cuda:0");
   EXPECT_TRUE(summary.contains("device_memory_peak_bytes")) << summary.dump();
-  EXPECT_FALSE(testing::last_record(std::filesystem::path(cpu_sum.run_dir) / "metrics.jsonl",
-                                    "summary")
-                   .contains("device"));
+  EXPECT_FALSE(
+      testing::last_record(std::filesystem::path(cpu_sum.run_dir) / "metrics.jsonl", "summary")
+          .contains("device"));
   const NamedTensors gpu_params = on_gpu.model().named_parameters();
   for (size_t i = 0; i < gpu_params.size(); ++i) {
     EXPECT_EQ(gpu_params[i].second.device(), kGpu) << gpu_params[i].first;
@@ -235,6 +235,41 @@ TEST(DeviceTraining, ClipGradNormOnTheDeviceReadsTheNormOnceAndScalesLikeTheCpu)
   for (size_t t = 0; t < on_cpu.size(); ++t)
     for (size_t i = 0; i < on_cpu[t].size(); ++i)
       ASSERT_NEAR(on_gpu[t][i], on_cpu[t][i], 1e-5f * (std::fabs(on_cpu[t][i]) + 1e-6f));
+}
+
+// On a device the optimizers update all parameters at the same step as one list (one
+// multi-tensor launch on a GPU, not one per parameter), with the CPU's results.
+int g_list_calls = 0;
+size_t g_list_size = 0;
+
+TEST(DeviceTraining, OptimizersUpdateTheDeviceParametersAsOneList) {
+  testing::StandInGpu gpu;
+  dispatch::KernelTable counting = dispatch::cpu_table();
+  counting.adamw_update = [](Device d, std::span<const cpu::AdamWParam> list,
+                             const cpu::AdamScalars& s) {
+    ++g_list_calls, g_list_size = list.size();
+    dispatch::cpu_table().adamw_update(d, list, s);
+  };
+  counting.sgd_update = [](Device d, std::span<const cpu::SgdParam> list, const cpu::SgdScalars& s,
+                           cpu::SgdPhase phase, bool nesterov) {
+    ++g_list_calls, g_list_size = list.size();
+    dispatch::cpu_table().sgd_update(d, list, s, phase, nesterov);
+  };
+  dispatch::set_kernel_table(Device::Kind::kCUDA, &counting);
+  auto adamw = [](NamedTensors p) {
+    return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 1e-2});
+  };
+  auto sgd = [](NamedTensors p) {
+    return std::make_unique<optim::SGD>(p, optim::SgdOptions{.lr = 0.1, .momentum = 0.9});
+  };
+  g_list_calls = 0;
+  EXPECT_EQ(train(kGpu, 3, adamw), train(Device::cpu(), 3, adamw));
+  EXPECT_EQ(g_list_calls, 3) << "one list per step";
+  EXPECT_EQ(g_list_size, 4u) << "the MLP's two weights and two biases";
+  g_list_calls = 0;
+  EXPECT_EQ(train(kGpu, 3, sgd), train(Device::cpu(), 3, sgd));
+  EXPECT_EQ(g_list_calls, 3) << "the first step (momentum buffers start) and two more";
+  dispatch::set_kernel_table(Device::Kind::kCUDA, &dispatch::cpu_table());  // StandInGpu's
 }
 
 TEST(DeviceTraining, MixingDevicesInAnOpNamesBoth) {

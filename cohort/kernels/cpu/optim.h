@@ -20,6 +20,15 @@ struct AdamScalars {
 // p, g, m, v [n]: one fused pass over the four arrays.
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamScalars& s);
 
+// One parameter of a list the device updates in one launch (dispatch/kernel_table.h).
+struct AdamWParam {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n;
+};
+
 struct SgdScalars {
   float lr, wd, momentum, one_minus_dampening;
 };
@@ -31,5 +40,12 @@ enum class SgdPhase : uint8_t { kPlain, kFirst, kMomentum };
 // p, g, buf [n] (buf unused by kPlain): p -= lr * update, as sgd.cc's three loops.
 void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdScalars& s,
                 SgdPhase phase, bool nesterov);
+
+struct SgdParam {
+  float* p;
+  const float* g;
+  float* buf;  // null for kPlain
+  int64_t n;
+};
 
 }  // namespace cohort::cpu

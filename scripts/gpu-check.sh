@@ -248,7 +248,7 @@ fi
   echo "bench/gpu_gpt: $BENCH"
   [[ $BENCH == exit* ]] && [ -f "$REPORT_DIR/gpu-gpt.md" ] && grep -A6 '^| tokens/s ratio' "$REPORT_DIR/gpu-gpt.md"
   echo
-  grep -h -e '^\[ matmul  \]' -e '^\[ training \]' -e '^\[ pinned \]' "$LOGS/kernel-tests.log" 2>/dev/null | sed 's/^/    /'
+  grep -h -e '^\[ matmul  \]' -e '^\[ attention \]' -e '^\[ training \]' -e '^\[ pinned \]' "$LOGS/kernel-tests.log" 2>/dev/null | sed 's/^/    /'
   if [ "${#NOTES[@]}" != 0 ]; then
     echo "Notes:"
     printf -- '- %s\n' "${NOTES[@]}"

@@ -93,6 +93,13 @@ struct KernelTable {
   void (*causal_attention_backward)(Device, const cpu::AttnShape& s, const cpu::AttnInputs& in,
                                     const float* dout, const float* lse, float* dq, float* dk,
                                     float* dv);
+  // The same on bf16-rounded operands with f32 accumulation (train.precision = "bf16"; tensor
+  // cores on a GPU); backward also takes forward's `out` (for D_t = bf16(dout_t) . out_t).
+  void (*causal_attention_forward_bf16)(Device, const cpu::AttnShape& s, const cpu::AttnInputs& in,
+                                        float* out, float* lse);
+  void (*causal_attention_backward_bf16)(Device, const cpu::AttnShape& s, const cpu::AttnInputs& in,
+                                         const float* out, const float* dout, const float* lse,
+                                         float* dq, float* dk, float* dv);
 
   // ---- convolution and pooling (kernels/cpu/conv.h); workspaces in floats ----
   int64_t (*conv2d_forward_workspace)(Device, const cpu::Conv2dShape& s);

@@ -1,6 +1,8 @@
 // causal_attention: fused scaled-dot-product attention with a causal mask (kernels/cpu/
 // attention.h). q, k, v may be strided views (e.g. permuted slices of one qkv projection) as
-// long as their last dim is contiguous; the kernel reads them in place.
+// long as their last dim is contiguous; the kernel reads them in place. Under train.precision =
+// "bf16" (ops::matmul_precision() at forward time, recorded for backward as matmul's nodes do)
+// it runs the bf16 kernels: q, k, v rounded to bf16, f32 accumulation (tensor cores on a GPU).
 #include "cohort/autograd/node.h"
 #include "cohort/dispatch/kernel_table.h"
 #include "cohort/ops/checks.h"
@@ -25,14 +27,24 @@ cpu::AttnInputs inputs_of(const Tensor& q, const Tensor& k, const Tensor& v) {
 
 struct CausalAttentionBackward : autograd::Node {
   Tensor q, k, v, lse;
+  MatmulPrecision precision = MatmulPrecision::kF32;
+  Tensor out;  // forward's output, kept in bf16 only (its backward's D = rowsum(dout * out))
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0].contiguous_raw();
     const Shape& s = q.shape();
     const Device d = q.device();
     Tensor dq = empty(s, DType::f32, d), dk = empty(s, DType::f32, d), dv = empty(s, DType::f32, d);
-    dispatch::need(dispatch::kernels_for(d).causal_attention_backward, "causal_attention backward",
-                   d)(d, {s[0], s[1], s[2], s[3]}, inputs_of(q, k, v), g.data<float>(),
-                      lse.data<float>(), dq.data<float>(), dk.data<float>(), dv.data<float>());
+    const cpu::AttnShape shape{s[0], s[1], s[2], s[3]};
+    const dispatch::KernelTable& kt = dispatch::kernels_for(d);
+    if (precision == MatmulPrecision::kBF16) {
+      dispatch::need(kt.causal_attention_backward_bf16, "causal_attention backward in bf16", d)(
+          d, shape, inputs_of(q, k, v), out.data<float>(), g.data<float>(), lse.data<float>(),
+          dq.data<float>(), dk.data<float>(), dv.data<float>());
+    } else {
+      dispatch::need(kt.causal_attention_backward, "causal_attention backward", d)(
+          d, shape, inputs_of(q, k, v), g.data<float>(), lse.data<float>(), dq.data<float>(),
+          dk.data<float>(), dv.data<float>());
+    }
     return {dq, dk, dv};
   }
   std::string name() const override { return "CausalAttentionBackward"; }
@@ -56,13 +68,20 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   const Shape& s = q.shape();
   Tensor qr = readable(q), kr = readable(k), vr = readable(v);
   Tensor out = empty(s, DType::f32, d), lse = empty({s[0], s[1], s[2]}, DType::f32, d);
-  dispatch::need(dispatch::kernels_for(d).causal_attention_forward, "causal_attention", d)(
-      d, {s[0], s[1], s[2], s[3]}, inputs_of(qr, kr, vr), out.data<float>(), lse.data<float>());
+  const MatmulPrecision p = matmul_precision();
+  const dispatch::KernelTable& kt = dispatch::kernels_for(d);
+  const auto forward = p == MatmulPrecision::kBF16
+                           ? dispatch::need(kt.causal_attention_forward_bf16,
+                                            "causal_attention in bf16 (train.precision)", d)
+                           : dispatch::need(kt.causal_attention_forward, "causal_attention", d);
+  forward(d, {s[0], s[1], s[2], s[3]}, inputs_of(qr, kr, vr), out.data<float>(), lse.data<float>());
   if (auto node = autograd::make_node<CausalAttentionBackward>({q, k, v})) {
     node->q = qr;
     node->k = kr;
     node->v = vr;
     node->lse = lse;
+    node->precision = p;
+    if (p == MatmulPrecision::kBF16) node->out = out.detach();
     autograd::set_history(out, node);
   }
   return out;

@@ -164,5 +164,39 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTiling,
                          ::testing::Values(Case{1, 16}, Case{17, 16}, Case{33, 80}, Case{64, 64},
                                            Case{65, 7}, Case{130, 80}));
 
+// The bf16 kernels' tiles (attention_bf16_*.cu): the forward and dq blocks' key tiles up to
+// attn_bf16_key_end, and the dk/dv blocks' query tiles from their own key tile to T, together
+// with attn_visible, visit every causal pair (t, j <= t) exactly once and nothing else; and the
+// head dims built are those kernels/cpu's emulation treats as bf16.
+TEST(AttentionBf16Tiling, EveryCausalPairOnceFromBothSides) {
+  constexpr int64_t kB = kAttnBf16Tile;
+  EXPECT_EQ(kB, cpu::kAttnBf16Tile);
+  EXPECT_TRUE(attn_bf16_head_dim(32) && attn_bf16_head_dim(64) && !attn_bf16_head_dim(128));
+  for (int64_t t : {1, 63, 64, 65, 130, 1024}) {
+    const int64_t tiles = (t + kB - 1) / kB;
+    std::vector<int> by_query(size_t(t * t), 0), by_key(size_t(t * t), 0);
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const int64_t q0 = tile * kB;
+      for (int64_t k0 = 0; k0 < attn_bf16_key_end(q0, t); k0 += kB)
+        for (int64_t i = 0; i < kB; ++i)
+          for (int64_t c = 0; c < kB; ++c)
+            if (q0 + i < t && attn_visible(q0 + i, k0 + c))
+              ++by_query[size_t((q0 + i) * t + k0 + c)];
+      const int64_t k0 = tile * kB;
+      for (int64_t qq = k0; qq < t; qq += kB)
+        for (int64_t i = 0; i < kB; ++i)
+          for (int64_t c = 0; c < kB; ++c)
+            if (qq + c < t && attn_visible(qq + c, k0 + i)) ++by_key[size_t((qq + c) * t + k0 + i)];
+    }
+    for (int64_t tq = 0; tq < t; ++tq)
+      for (int64_t j = 0; j < t; ++j) {
+        ASSERT_EQ(by_query[size_t(tq * t + j)], j <= tq ? 1 : 0)
+            << "T " << t << " (" << tq << ", " << j << ")";
+        ASSERT_EQ(by_key[size_t(tq * t + j)], j <= tq ? 1 : 0)
+            << "T " << t << " (" << tq << ", " << j << ")";
+      }
+  }
+}
+
 }  // namespace
 }  // namespace cohort::cuda::math

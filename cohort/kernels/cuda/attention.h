@@ -41,4 +41,20 @@ void causal_attention_backward(const AttnShape& s, const AttnInputs& in, const f
                                const float* lse, float* dq, float* dk, float* dv,
                                cudaStream_t stream);
 
+// train.precision = "bf16": the same on tensor cores (nvcuda::wmma bf16 16x16x16 fragments, f32
+// accumulation), FlashAttention-2 style, with the semantics kernels/cpu/attention.h states
+// (cpu::causal_attention_forward_bf16 emulates them). Built for Dh 32 and 64 (attn_bf16_head_dim);
+// any other Dh runs the f32 kernels above. Blocks of 64 queries (4 warps of 16 rows) walk key
+// tiles of 64 through shared memory, so no T x T matrix exists. Backward: a kernel writes
+// D_t = bf16(dout_t) . out_t into dq's first column (the scratch, as above), one kernel per key
+// tile writes dk, dv and one per query tile writes dq, each recomputing p from lse: no atomics, the
+// same bits on every run. Needs an sm_80+ GPU (bf16 wmma).
+void causal_attention_forward_bf16(const AttnShape& s, const AttnInputs& in, float* out, float* lse,
+                                   cudaStream_t stream);
+
+// `out` is forward's output (contiguous), for D; unused where Dh falls back to f32.
+void causal_attention_backward_bf16(const AttnShape& s, const AttnInputs& in, const float* out,
+                                    const float* dout, const float* lse, float* dq, float* dk,
+                                    float* dv, cudaStream_t stream);
+
 }  // namespace cohort::cuda

@@ -1,6 +1,7 @@
 #pragma once
 // The fused causal attention's per-score arithmetic and tile bounds (attention.cu;
 // tests/cuda/attention_math_test.cc).
+#include "cohort/kernels/cpu/attention.h"
 #include "cohort/kernels/cuda/device_math.h"
 
 namespace cohort::cuda::math {
@@ -48,6 +49,23 @@ COHORT_HD float attn_prob(float score, float lse) {
 // D = sum_j p_j dp_j of the row, in kernels/cpu's float order.
 COHORT_HD float attn_dscore(float p, float dp, float big_d, float scale) {
   return scale * p * (dp - big_d);
+}
+
+// ---- bf16 tensor-core attention (train.precision = "bf16"; attention_bf16_*.cu, and
+// kernels/cpu/attention_bf16.cc, which emulates it) ----
+
+// Keys per tile and queries per block of the bf16 kernels (kernels/cpu/attention.h says why
+// the CPU's emulation needs the same tiles), and the head dims they are built for.
+constexpr int kAttnBf16Tile = int(cpu::kAttnBf16Tile);
+
+COHORT_HD bool attn_bf16_head_dim(int64_t dh) {
+  return cpu::attn_bf16_head_dim(dh);
+}
+
+// The keys [0, end) a bf16 query tile starting at q0 (a multiple of kAttnBf16Tile) needs.
+COHORT_HD int64_t attn_bf16_key_end(int64_t q0, int64_t t) {
+  const int64_t e = q0 + kAttnBf16Tile;
+  return e < t ? e : t;
 }
 
 }  // namespace cohort::cuda::math

@@ -27,6 +27,7 @@
 #include "cohort/rendezvous/bootstrap.h"
 #include "cohort/rendezvous/store.h"
 #include "process_group_cohort.h"
+#include "tensor_buffers.h"
 
 namespace cohort::torch_plugin {
 namespace {
@@ -203,6 +204,9 @@ PYBIND11_MODULE(_c10d, m) {
       m, "ProcessGroupCohort")
       .def("transports", &ProcessGroupCohort::transports,
            "How this rank reaches each rank of the group: 'shm', 'tcp' or 'self'.");
+  // For tests: the operand check every operation makes, reachable with any tensor (torch's
+  // dispatcher stops meta tensors before a ProcessGroup sees them; Debian's torch has no CUDA).
+  m.def("_check_operand", &cohort::torch_plugin::check_tensor, py::arg("tensor"), py::arg("op"));
   m.def("create_process_group", &cohort::torch_plugin::create_process_group, py::arg("store"),
         py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>(),

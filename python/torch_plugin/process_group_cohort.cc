@@ -110,19 +110,19 @@ void ProcessGroupCohort::completion_loop() {
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
   NoGrad no_grad;
-  check_single(tensors, "allreduce");
+  check_single(tensors, "all_reduce");
   const at::Tensor& t = tensors[0];
   const milliseconds timeout = op_timeout(opts.timeout);
   AfterList after;
   if (is_bitwise(opts.reduceOp)) {
-    check_bitwise(t, opts.reduceOp, "allreduce");
+    check_bitwise(t, opts.reduceOp, "all_reduce");
     at::Tensor in = t.contiguous();
     at::Tensor rows = at::empty({size_, t.numel()}, t.options());
     after.push_back([t, rows, op = opts.reduceOp]() mutable {
       t.copy_(fold_bitwise(rows, op).view(t.sizes()));
     });
     return launch({c10d::OpType::ALLREDUCE,
-                   "allreduce",
+                   "all_reduce",
                    {t},
                    {in, rows},
                    [=](comm::Communicator& c) {
@@ -134,10 +134,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
                    },
                    run_all(std::move(after))});
   }
-  ReduceTarget target = reduce_target(t.scalar_type(), opts.reduceOp, "allreduce");
+  ReduceTarget target = reduce_target(t.scalar_type(), opts.reduceOp, "all_reduce");
   at::Tensor buf = reduce_buffer(t, target, /*writes=*/true, after);
   return launch({c10d::OpType::ALLREDUCE,
-                 "allreduce",
+                 "all_reduce",
                  {t},
                  {buf},
                  [=](comm::Communicator& c) {
@@ -153,23 +153,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   NoGrad no_grad;
-  TORCH_CHECK(!tensors.empty(), "cohort backend: allreduce_coalesced got no tensors");
-  check_tensor(tensors[0], "allreduce_coalesced");
+  TORCH_CHECK(!tensors.empty(), "cohort backend: all_reduce_coalesced got no tensors");
+  check_tensor(tensors[0], "all_reduce_coalesced");
   for (const auto& t : tensors) {
-    check_tensor(t, "allreduce_coalesced");
+    check_tensor(t, "all_reduce_coalesced");
     TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
-                "cohort backend: allreduce_coalesced needs tensors of one dtype (got ",
+                "cohort backend: all_reduce_coalesced needs tensors of one dtype (got ",
                 tensors[0].scalar_type(), " and ", t.scalar_type(), ")");
   }
   ReduceTarget target =
-      reduce_target(tensors[0].scalar_type(), opts.reduceOp, "allreduce_coalesced");
+      reduce_target(tensors[0].scalar_type(), opts.reduceOp, "all_reduce_coalesced");
   // bool is concatenated as uint8 (0/1), reduced with its logical op and copied back.
   at::Tensor buf = concat(tensors, target.staged);
   AfterList after;
   copy_blocks_back(buf, tensors, after);
   const milliseconds timeout = op_timeout(opts.timeout);
   return launch({c10d::OpType::ALLREDUCE_COALESCED,
-                 "allreduce_coalesced",
+                 "all_reduce_coalesced",
                  tensors,
                  {buf},
                  [=](comm::Communicator& c) {

@@ -36,19 +36,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   NoGrad no_grad;
-  check_single(inputs, "allgather");
+  check_single(inputs, "all_gather");
   TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == size_t(size_),
-              "cohort backend: allgather takes one output list of ", size_,
+              "cohort backend: all_gather takes one output list of ", size_,
               " tensors (one per rank)");
   const at::Tensor& t = inputs[0];
-  check_same(outputs[0], t, "allgather", "tensor_list");
+  check_same(outputs[0], t, "all_gather", "tensor_list");
   at::Tensor in = t.contiguous();
   at::Tensor out = at::empty({size_ * t.numel()}, t.options());
   AfterList after;
   copy_blocks_back(out, outputs[0], after);
   const milliseconds timeout = op_timeout(opts.timeout);
   return launch({c10d::OpType::ALLGATHER,
-                 "allgather",
+                 "all_gather",
                  outputs[0],
                  {in, out},
                  [=](comm::Communicator& c) {
@@ -245,7 +245,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::alltoall_base(
       return out;
     }
     TORCH_CHECK(splits.size() == size_t(size_), "cohort backend: all_to_all_single: ", what,
-                " split sizes list ", splits.size(), " entries for a group of ", size_);
+                " split sizes have ", splits.size(), " entries for a group of ", size_);
     int64_t offset = 0;
     for (int64_t s : splits) {
       TORCH_CHECK(s >= 0 && offset + s <= rows, "cohort backend: all_to_all_single: ", what,

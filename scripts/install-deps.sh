@@ -29,6 +29,8 @@ done
 # (tests/docs: every code block of README.md and docs/ compiled, parsed or run).
 # pybind11-dev, python3-dev: the Python package `cohort` (python/, COHORT_PYTHON=auto builds it
 # where they are found); python3-numpy: its tests (tests/python), so it is not a peer only.
+# libtorch-dev: the torch.distributed backend cohort.torch (python/torch_plugin, built where it
+# is found); python3-torch: its tests (tests/python/torch), so PyTorch is not a peer only either.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libssl-dev
@@ -40,6 +42,7 @@ PACKAGES=(
   libjs-chart.js chromium-headless-shell libcpp-httplib-dev python3-prometheus-client
   python3-pytest
   pybind11-dev python3-dev python3-numpy
+  libtorch-dev python3-torch
 )
 # The benchmark peer (never a dependency of cohort itself); skipped with COHORT_NO_PEERS=1.
 if [ "${COHORT_NO_PEERS:-0}" != "1" ] && [ "$with_peers" = 1 ]; then

@@ -12,6 +12,7 @@
 #include "cohort/core/dtype.h"
 #include "cohort/kernels/cpu/attention.h"
 #include "cohort/ops/ops.h"
+#include "tests/support/bf16_rounding.h"
 #include "tests/support/stand_in_device.h"
 
 namespace cohort {
@@ -20,8 +21,7 @@ namespace {
 using ops::MatmulPrecision;
 
 std::vector<float> rounded(std::vector<float> v) {
-  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
-  return v;
+  return testing::rounded_to_bf16(std::move(v));
 }
 
 struct Grads {

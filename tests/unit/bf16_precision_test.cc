@@ -10,6 +10,7 @@
 #include "cohort/train/config/train_config.h"
 #include "cohort/train/trainer.h"
 #include "tests/e2e/run_dirs.h"
+#include "tests/support/bf16_rounding.h"
 #include "tests/support/stand_in_device.h"
 
 namespace cohort {
@@ -18,8 +19,7 @@ namespace {
 using ops::MatmulPrecision;
 
 std::vector<float> rounded(std::vector<float> v) {
-  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
-  return v;
+  return testing::rounded_to_bf16(std::move(v));
 }
 
 Tensor rounded(const Tensor& t) {

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "cohort/kernels/cuda/attention_math.h"
+#include "cohort/kernels/cuda/block_reduce.cuh"
 #include "cohort/kernels/cuda/runtime.h"
 
 // Layout shared by the kernels. A block has 8 warps (256 threads) and one tile of 32 rows of
@@ -63,17 +64,8 @@ __device__ __forceinline__ float dot(const float* a, const float* b, int dh) {
   return (s0 + s1) + (s2 + s3);
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+using detail::warp_max;  // block_reduce.cuh
+using detail::warp_sum;
 
 // acc[c] += w_jj * rows[jj][lane + 32 c] for jj < n, w_jj being lane jj's w: a warp's
 // weighted sum of n shared rows (row stride ld), each lane owning its dims.

@@ -20,6 +20,7 @@
 
 #include "cohort/kernels/cuda/attention.h"
 #include "cohort/kernels/cuda/attention_math.h"
+#include "cohort/kernels/cuda/block_reduce.cuh"
 #include "cohort/kernels/cuda/runtime.h"
 
 namespace cohort::cuda::bf16_attn {
@@ -61,17 +62,8 @@ __device__ __forceinline__ Head head_of(const AttnInputs& in, int64_t bh, int64_
           in.vs.t};
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+using detail::warp_max;  // block_reduce.cuh
+using detail::warp_sum;
 
 // Rows [r0, r0 + kTile) of an f32 [T, kDh] matrix with row stride `ld` into the bf16 tile `dst`,
 // rounded to nearest even (kernels/cpu's float_to_bf16). Rows past T become zeros: masked

@@ -34,6 +34,20 @@ __device__ __forceinline__ T warp_reduce(T v, Op op) {
   return v;
 }
 
+// Every lane ends with the max (the sum) of the warp's 32 values: a butterfly of xor shuffles,
+// the same tree on every lane (the attention kernels' per-row softmax statistics).
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 // op over every thread's `v`, returned to every thread. T{} must be op's identity (0 for a sum,
 // the empty SoftmaxState / MeanVar). Warps reduce with shuffles; warp 0 then reduces the warps'
 // results from shared memory and broadcasts through it. The shared memory is raw bytes because

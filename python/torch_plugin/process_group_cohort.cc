@@ -32,8 +32,7 @@ bool WorkCohort::wait(std::chrono::milliseconds timeout) {
 }
 
 void WorkCohort::complete(std::exception_ptr error) {
-  buffers_.clear();
-  after_ = nullptr;
+  // buffers_ and after_ stay: they die with this Work, on a Python thread (completed_).
   if (error) {
     future_->setError(error);
   } else {
@@ -65,6 +64,11 @@ std::vector<std::string> ProcessGroupCohort::transports() const {
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::launch(Launch l) {
+  std::vector<c10::intrusive_ptr<WorkCohort>> release;  // dropped here, on the caller's thread
+  {
+    std::lock_guard<std::mutex> queue(queue_mu_);
+    release.swap(completed_);
+  }
   auto work = c10::make_intrusive<WorkCohort>(rank_, l.type, l.name, std::move(l.outputs));
   work->buffers_ = std::move(l.buffers);
   work->after_ = std::move(l.after);
@@ -102,6 +106,8 @@ void ProcessGroupCohort::completion_loop() {
       error = std::current_exception();
     }
     w->complete(error);
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    completed_.push_back(std::move(w));
   }
 }
 

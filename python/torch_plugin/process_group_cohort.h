@@ -130,6 +130,11 @@ class ProcessGroupCohort : public c10d::ProcessGroup {
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
   std::deque<c10::intrusive_ptr<WorkCohort>> queue_;
+  // Completed operations whose last reference the completion thread must not drop: their
+  // tensors may own Python objects, and freeing one needs the GIL, which a thread that is not
+  // Python's cannot take once the interpreter is exiting (it would be killed mid-unwind). The
+  // next launch (a Python thread) or the destructor drops them.
+  std::vector<c10::intrusive_ptr<WorkCohort>> completed_;
   bool stopping_ = false;
   std::thread completer_;
 };

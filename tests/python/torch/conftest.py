@@ -7,7 +7,6 @@ Run from CTest (python_torch_backend), or by hand:
 import os
 import socket
 import subprocess
-import sys
 
 import pytest
 

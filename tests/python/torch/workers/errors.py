@@ -6,7 +6,8 @@ import sys
 import torch
 import torch.distributed as dist
 
-import cohort.torch
+from _exit import finish
+import cohort.torch  # noqa: F401  (registers "cohort")
 from cohort.torch import _c10d
 
 torch.set_num_threads(1)
@@ -78,6 +79,6 @@ dist.barrier()
 
 if failures:
     print(f"rank {RANK}:", *failures, sep="\n  ")
-    sys.exit(1)
-print("errors OK", flush=True)
-dist.destroy_process_group()
+    finish(1)
+print("errors OK")
+finish(0)

@@ -10,11 +10,11 @@ all_reduce, all_gather and all_to_all_single. Every comparison is exact (torch.e
 
 Prints "ops OK <count>" on success; exits 1 listing every mismatch otherwise.
 """
-import sys
 
 import torch
 import torch.distributed as dist
 
+from _exit import finish
 import cohort.torch  # noqa: F401  (registers "cohort")
 
 torch.set_num_threads(1)
@@ -250,8 +250,8 @@ for dt in DTYPES:
 test_layouts()
 test_async()
 dist.barrier()
-dist.destroy_process_group()
 if failures:
     print(f"rank {RANK}: {len(failures)} of {checks} checks failed:", *failures, sep="\n  ")
-    sys.exit(1)
-print(f"ops OK {checks}", flush=True)
+    finish(1)
+print(f"ops OK {checks}")
+finish(0)

@@ -12,7 +12,18 @@ dist.new_group(backend="cohort") form their own Communicator through the same st
 """
 import torch.distributed as _dist
 
-from cohort.torch._c10d import ProcessGroupCohort, create_process_group
+try:
+    from cohort.torch._c10d import ProcessGroupCohort, create_process_group
+except ImportError as _plugin_error:
+    # The C++ plugin is not built (no libtorch-dev); cohort.torch.horovod, pure Python on
+    # cohort._core, must still import. Using the backend says why it is missing.
+    ProcessGroupCohort = None
+    _why = str(_plugin_error)
+
+    def create_process_group(*args, **kwargs):
+        raise RuntimeError("cohort.torch: the torch.distributed backend was not built (its "
+                           f"extension cohort.torch._c10d failed to import: {_why}); build "
+                           "with libtorch-dev installed (target cohort_torch)")
 
 BACKEND = "cohort"
 

@@ -159,6 +159,12 @@ class _DistributedOptimizer:
         if not self._buckets:
             self._synchronized = True
             return
+        if not self._hooked:
+            # Horovod goes on (a rank may legitimately skip backward); say so, since it is
+            # usually a step() before loss.backward().
+            warnings.warn("DistributedOptimizer: step()/synchronize() with no backward pass "
+                          "since the last one; reducing the gradients as they are (zeros "
+                          "where there are none)")
         for b in self._buckets:
             for p in list(b.waiting):
                 self._delay[p] = 0

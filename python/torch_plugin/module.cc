@@ -185,6 +185,10 @@ c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(
     return c10::make_intrusive<ProcessGroupCohort>(std::move(comm));
   } catch (const c10::Error&) {
     throw;
+  } catch (const Error&) {  // keeps its type: cohort._core makes it cohort's Python exception
+    rethrow_with_context(
+        std::current_exception(),
+        detail::str("cohort backend: rank ", rank, " of ", size, " could not join the group: "));
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "cohort backend: rank ", rank, " of ", size,
                 " could not join the group: ", e.what());

@@ -1,6 +1,7 @@
 #include "process_group_cohort.h"
 
 #include "cohort/comm/collectives.h"
+#include "cohort/core/error.h"
 #include "tensor_buffers.h"
 
 namespace cohort::torch_plugin {
@@ -18,7 +19,22 @@ WorkCohort::WorkCohort(int rank, c10d::OpType type, std::string name,
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
 }
 
+void WorkCohort::ensure_posted() {
+  if (ProcessGroupCohort* pg = unposted_in_.load()) pg->post_p2p();
+}
+
+bool WorkCohort::isCompleted() {
+  ensure_posted();
+  return c10d::Work::isCompleted();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkCohort::getFuture() {
+  ensure_posted();
+  return future_;
+}
+
 bool WorkCohort::wait(std::chrono::milliseconds timeout) {
+  ensure_posted();
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == kNoTimeout) {
     cv_.wait(lock, [&] { return completed_; });
@@ -49,6 +65,7 @@ ProcessGroupCohort::ProcessGroupCohort(std::shared_ptr<comm::Communicator> comm)
 }
 
 ProcessGroupCohort::~ProcessGroupCohort() {
+  post_p2p();  // a send nobody waited for still reaches its peer
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     stopping_ = true;
@@ -63,7 +80,7 @@ std::vector<std::string> ProcessGroupCohort::transports() const {
   return out;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::launch(Launch l) {
+c10::intrusive_ptr<WorkCohort> ProcessGroupCohort::make_work(Launch& l) {
   std::vector<c10::intrusive_ptr<WorkCohort>> release;  // dropped here, on the caller's thread
   {
     std::lock_guard<std::mutex> queue(queue_mu_);
@@ -72,10 +89,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::launch(Launch l) {
   auto work = c10::make_intrusive<WorkCohort>(rank_, l.type, l.name, std::move(l.outputs));
   work->buffers_ = std::move(l.buffers);
   work->after_ = std::move(l.after);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::launch(Launch l) {
+  auto work = make_work(l);
   {
     std::lock_guard<std::mutex> issue(issue_mu_);
+    post_p2p_locked();  // sends and receives issued before this go first
     try {
       work->inner_ = l.start(*comm_);
+    } catch (const Error&) {
+      // cohort's own error types reach Python as cohort's exceptions (cohort._core's)
+      rethrow_with_context(std::current_exception(), "cohort backend: ");
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "cohort backend: ", e.what());
     }
@@ -85,6 +111,48 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::launch(Launch l) {
   }
   queue_cv_.notify_one();
   return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::hold_p2p(Launch l, comm::P2POp op) {
+  const char* what = op.kind == comm::P2POp::kSend ? "send" : "recv";
+  TORCH_CHECK(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "cohort backend: ", what,
+              " on rank ", rank_, ": peer ", op.peer, " must be another rank in [0, ", size_, ")");
+  auto work = make_work(l);
+  work->unposted_in_ = this;
+  std::lock_guard<std::mutex> issue(issue_mu_);
+  held_p2p_.emplace_back(op, work);
+  return work;
+}
+
+void ProcessGroupCohort::post_p2p() {
+  std::lock_guard<std::mutex> issue(issue_mu_);
+  post_p2p_locked();
+}
+
+void ProcessGroupCohort::post_p2p_locked() {
+  if (held_p2p_.empty()) return;
+  std::vector<comm::P2POp> ops;
+  for (auto& [op, work] : held_p2p_) ops.push_back(op);
+  comm::Work batch;
+  std::exception_ptr error;
+  try {
+    batch = comm::batch_send_recv_async(*comm_, ops);
+  } catch (...) {
+    // Nothing was sent; every held operation fails with the error when waited for.
+    batch = comm::Work::pending("send/recv");
+    batch.complete(std::current_exception());
+  }
+  {
+    std::lock_guard<std::mutex> queue(queue_mu_);
+    for (auto& [op, work] : held_p2p_) {
+      work->inner_ = batch;
+      work->name_ = batch.name();
+      work->unposted_in_ = nullptr;
+      queue_.push_back(work);
+    }
+  }
+  held_p2p_.clear();
+  queue_cv_.notify_one();
 }
 
 void ProcessGroupCohort::completion_loop() {

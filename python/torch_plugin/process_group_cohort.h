@@ -13,6 +13,7 @@
 // offer, fail with a message that names the operation and says what to do instead.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -26,19 +27,24 @@
 
 namespace cohort::torch_plugin {
 
+class ProcessGroupCohort;
+
 // The torch Work of one cohort operation.
 class WorkCohort : public c10d::Work {
  public:
   WorkCohort(int rank, c10d::OpType type, std::string name, std::vector<at::Tensor> outputs);
   // timeout 0: until done (the operation's own deadline, the group's timeout, still applies).
   bool wait(std::chrono::milliseconds timeout) override;
+  bool isCompleted() override;
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
  private:
   friend class ProcessGroupCohort;
   // Called once, by the completion thread.
   void complete(std::exception_ptr error);
+  // A send or receive is held back until it is needed (see ProcessGroupCohort::post_p2p).
+  void ensure_posted();
 
   std::string name_;  // "allreduce" or the Communicator's "allreduce #12" once issued
   std::vector<at::Tensor> outputs_;
@@ -48,6 +54,8 @@ class WorkCohort : public c10d::Work {
   comm::Work inner_;
   std::vector<at::Tensor> buffers_;
   std::function<void()> after_;
+  // Set for a send or receive not posted yet: the group that holds it.
+  std::atomic<ProcessGroupCohort*> unposted_in_{nullptr};
 };
 
 class ProcessGroupCohort : public c10d::ProcessGroup {
@@ -112,6 +120,18 @@ class ProcessGroupCohort : public c10d::ProcessGroup {
     std::function<void()> after;
   };
   c10::intrusive_ptr<c10d::Work> launch(Launch l);
+  c10::intrusive_ptr<WorkCohort> make_work(Launch& l);
+  // Point-to-point. cohort's Communicator runs operations one after another, so an isend and
+  // an irecv issued separately would run in turn: two ranks that both isend a large tensor
+  // before their irecv would each wait for the other's receive (gloo lets them pass). So sends
+  // and receives are held back and posted together, as one batch_send_recv (which moves them
+  // all at once), when anything else is issued, or when one of them is waited for, polled
+  // (is_completed) or asked for its future. The same rules as torch's: every isend/irecv is
+  // eventually waited for, or followed by another operation.
+  c10::intrusive_ptr<c10d::Work> hold_p2p(Launch l, comm::P2POp op);
+  void post_p2p();         // takes issue_mu_
+  void post_p2p_locked();  // under issue_mu_
+  friend class WorkCohort;
   // All-to-all as one batch of sends and receives: sends[p] goes to rank p, recvs[p] comes from
   // it (this rank's own block is copied).
   c10::intrusive_ptr<c10d::Work> exchange(c10d::OpType type, const char* name,
@@ -126,6 +146,8 @@ class ProcessGroupCohort : public c10d::ProcessGroup {
   // The Communicator takes operations from one thread at a time; torch may issue from several
   // (the autograd engine's DDP hooks and the main thread).
   std::mutex issue_mu_;
+  // Sends and receives held back (under issue_mu_), in issue order.
+  std::vector<std::pair<comm::P2POp, c10::intrusive_ptr<WorkCohort>>> held_p2p_;
   // Issued operations, oldest first, for the completion thread.
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;

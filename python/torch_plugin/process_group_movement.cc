@@ -303,18 +303,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::send(std::vector<at::Tensor>&
   TORCH_CHECK(tag >= 0, "cohort backend: send needs a non-negative tag (got ", tag, ")");
   AfterList unused;
   at::Tensor buf = bytes_buffer(tensors[0], /*writes=*/false, unused);
-  return launch({c10d::OpType::SEND,
-                 "send",
-                 {tensors[0]},
-                 {buf},
-                 [=](comm::Communicator& c) {
-                   return comm::send_async(c, {.buffer = ptr(buf),
-                                               .count = bytes(buf),
-                                               .dtype = comm::DType::u8,
-                                               .peer = dst,
-                                               .tag = uint32_t(tag)});
-                 },
-                 {}});
+  return hold_p2p({c10d::OpType::SEND, "send", {tensors[0]}, {buf}, {}, {}},
+                  {comm::P2POp::kSend, ptr(buf), bytes(buf), comm::DType::u8, dst, uint32_t(tag)});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::recv(std::vector<at::Tensor>& tensors, int src,
@@ -324,18 +314,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::recv(std::vector<at::Tensor>&
   TORCH_CHECK(tag >= 0, "cohort backend: recv needs a non-negative tag (got ", tag, ")");
   AfterList after;
   at::Tensor buf = bytes_buffer(tensors[0], /*writes=*/true, after);
-  return launch({c10d::OpType::RECV,
-                 "recv",
-                 {tensors[0]},
-                 {buf},
-                 [=](comm::Communicator& c) {
-                   return comm::recv_async(c, {.buffer = ptr(buf),
-                                               .count = bytes(buf),
-                                               .dtype = comm::DType::u8,
-                                               .peer = src,
-                                               .tag = uint32_t(tag)});
-                 },
-                 run_all(std::move(after))});
+  return hold_p2p({c10d::OpType::RECV, "recv", {tensors[0]}, {buf}, {}, run_all(std::move(after))},
+                  {comm::P2POp::kRecv, ptr(buf), bytes(buf), comm::DType::u8, src, uint32_t(tag)});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::recvAnysource(std::vector<at::Tensor>&, int) {

@@ -18,7 +18,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from _exit import finish
+from _exit import finish, say
 import cohort.torch  # noqa: F401
 
 parser = argparse.ArgumentParser()
@@ -80,5 +80,5 @@ for variant in args.variants.split(","):
 if failures:
     print(f"rank {RANK}:", *failures, sep="\n  ")
     finish(1)
-print(f"ddp OK {', '.join(diffs)}")
+say(f"ddp OK {', '.join(diffs)}")
 finish(0)

@@ -6,7 +6,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from _exit import finish
+from _exit import finish, say
 import cohort.torch  # noqa: F401  (registers "cohort")
 from cohort.torch import _c10d
 
@@ -80,5 +80,5 @@ dist.barrier()
 if failures:
     print(f"rank {RANK}:", *failures, sep="\n  ")
     finish(1)
-print("errors OK")
+say("errors OK")
 finish(0)

@@ -14,7 +14,7 @@ Prints "ops OK <count>" on success; exits 1 listing every mismatch otherwise.
 import torch
 import torch.distributed as dist
 
-from _exit import finish
+from _exit import finish, say
 import cohort.torch  # noqa: F401  (registers "cohort")
 
 torch.set_num_threads(1)
@@ -219,6 +219,14 @@ def test_layouts():
     want = gloo_allreduce(big.clone(), "SUM")
     dist.all_reduce(big)
     check("all_reduce 2.4 MB", big, want)
+    # Both ranks isend a large tensor before their irecv (8 MB, more than cohort's transport
+    # buffers): the backend posts them together, as gloo lets them pass.
+    nxt, prv = (RANK + 1) % N, (RANK - 1) % N
+    big = torch.full((2 << 20,), float(RANK))
+    got = torch.empty_like(big)
+    for w in [dist.isend(big, nxt), dist.irecv(got, prv)]:
+        w.wait()
+    check("isend/irecv 8 MB both ways", got, torch.full((2 << 20,), float(prv)))
     empty = torch.empty(0)
     dist.all_reduce(empty)
     check("all_reduce empty", empty, torch.empty(0))
@@ -253,5 +261,5 @@ dist.barrier()
 if failures:
     print(f"rank {RANK}: {len(failures)} of {checks} checks failed:", *failures, sep="\n  ")
     finish(1)
-print(f"ops OK {checks}")
+say(f"ops OK {checks}")
 finish(0)

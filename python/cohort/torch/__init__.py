@@ -34,9 +34,9 @@ if BACKEND.upper() not in _dist.Backend._plugins:
 
 
 def is_available():
-    """Whether the "cohort" backend is registered with torch.distributed (it is once this
-    module imported)."""
-    return BACKEND.upper() in _dist.Backend._plugins
+    """Whether the "cohort" backend works: its C++ plugin is built and registered with
+    torch.distributed (registration alone happens on import either way)."""
+    return ProcessGroupCohort is not None and BACKEND.upper() in _dist.Backend._plugins
 
 
 __all__ = ["BACKEND", "ProcessGroupCohort", "create_process_group", "is_available"]

@@ -181,6 +181,23 @@ void ProcessGroupCohort::completion_loop() {
 
 // --- reductions ---
 
+namespace {
+
+// The collective of all_reduce and all_reduce_coalesced: `buf` reduced in place.
+std::function<comm::Work(comm::Communicator&)> allreduce_in_place(const at::Tensor& buf,
+                                                                  const ReduceTarget& target,
+                                                                  milliseconds timeout) {
+  return [=](comm::Communicator& c) {
+    return comm::allreduce_async(c, {.output = ptr(buf),
+                                     .count = size_t(buf.numel()),
+                                     .dtype = target.dtype,
+                                     .op = target.op,
+                                     .timeout = timeout});
+  };
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
   NoGrad no_grad;
@@ -214,13 +231,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
                  "all_reduce",
                  {t},
                  {buf},
-                 [=](comm::Communicator& c) {
-                   return comm::allreduce_async(c, {.output = ptr(buf),
-                                                    .count = size_t(buf.numel()),
-                                                    .dtype = target.dtype,
-                                                    .op = target.op,
-                                                    .timeout = timeout});
-                 },
+                 allreduce_in_place(buf, target, timeout),
                  run_all(std::move(after))});
 }
 
@@ -246,13 +257,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
                  "all_reduce_coalesced",
                  tensors,
                  {buf},
-                 [=](comm::Communicator& c) {
-                   return comm::allreduce_async(c, {.output = ptr(buf),
-                                                    .count = size_t(buf.numel()),
-                                                    .dtype = target.dtype,
-                                                    .op = target.op,
-                                                    .timeout = timeout});
-                 },
+                 allreduce_in_place(buf, target, timeout),
                  run_all(std::move(after))});
 }
 

@@ -129,6 +129,9 @@ class ProcessGroupCohort : public c10d::ProcessGroup {
   // (is_completed) or asked for its future. The same rules as torch's: every isend/irecv is
   // eventually waited for, or followed by another operation.
   c10::intrusive_ptr<c10d::Work> hold_p2p(Launch l, comm::P2POp op);
+  c10::intrusive_ptr<c10d::Work> point_to_point(comm::P2POp::Kind kind,
+                                                std::vector<at::Tensor>& tensors, int peer,
+                                                int tag);
   void post_p2p();         // takes issue_mu_
   void post_p2p_locked();  // under issue_mu_
   friend class WorkCohort;

@@ -298,24 +298,32 @@ void ProcessGroupCohort::monitoredBarrier(const c10d::BarrierOptions& opts, bool
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::send(std::vector<at::Tensor>& tensors, int dst,
                                                         int tag) {
-  NoGrad no_grad;
-  check_single(tensors, "send");
-  TORCH_CHECK(tag >= 0, "cohort backend: send needs a non-negative tag (got ", tag, ")");
-  AfterList unused;
-  at::Tensor buf = bytes_buffer(tensors[0], /*writes=*/false, unused);
-  return hold_p2p({c10d::OpType::SEND, "send", {tensors[0]}, {buf}, {}, {}},
-                  {comm::P2POp::kSend, ptr(buf), bytes(buf), comm::DType::u8, dst, uint32_t(tag)});
+  return point_to_point(comm::P2POp::kSend, tensors, dst, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::recv(std::vector<at::Tensor>& tensors, int src,
                                                         int tag) {
+  return point_to_point(comm::P2POp::kRecv, tensors, src, tag);
+}
+
+// One tensor's bytes to or from `peer`, held back until the group posts them (hold_p2p).
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::point_to_point(comm::P2POp::Kind kind,
+                                                                  std::vector<at::Tensor>& tensors,
+                                                                  int peer, int tag) {
+  const bool sends = kind == comm::P2POp::kSend;
+  const char* name = sends ? "send" : "recv";
   NoGrad no_grad;
-  check_single(tensors, "recv");
-  TORCH_CHECK(tag >= 0, "cohort backend: recv needs a non-negative tag (got ", tag, ")");
-  AfterList after;
-  at::Tensor buf = bytes_buffer(tensors[0], /*writes=*/true, after);
-  return hold_p2p({c10d::OpType::RECV, "recv", {tensors[0]}, {buf}, {}, run_all(std::move(after))},
-                  {comm::P2POp::kRecv, ptr(buf), bytes(buf), comm::DType::u8, src, uint32_t(tag)});
+  check_single(tensors, name);
+  TORCH_CHECK(tag >= 0, "cohort backend: ", name, " needs a non-negative tag (got ", tag, ")");
+  AfterList after;  // a receive into a staged copy copies back when done
+  at::Tensor buf = bytes_buffer(tensors[0], /*writes=*/!sends, after);
+  return hold_p2p({sends ? c10d::OpType::SEND : c10d::OpType::RECV,
+                   name,
+                   {tensors[0]},
+                   {buf},
+                   {},
+                   run_all(std::move(after))},
+                  {kind, ptr(buf), bytes(buf), comm::DType::u8, peer, uint32_t(tag)});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::recvAnysource(std::vector<at::Tensor>&, int) {

@@ -8,8 +8,9 @@ gradient; once a parameter has had backward_passes_per_step of them, its gradien
 allreduce asynchronously while backward goes on. step() (or synchronize()) waits for them and
 writes the reduced gradients back into p.grad.
 
-Buckets are fixed when the optimizer is made: parameters in reverse order (roughly the order
-backward produces them, as DDP does), grouped by wire dtype, up to HOROVOD_FUSION_THRESHOLD
+Buckets hold parameters in reverse order at first (roughly the order backward produces them,
+as DDP does), and after the first step in the order backward produced them on rank 0 (agreed by
+a broadcast, as DDP rebuilds its buckets); grouped by wire dtype, up to HOROVOD_FUSION_THRESHOLD
 bytes each (default 4 MiB; 0: one bucket per parameter). They start strictly in bucket order,
 so every rank issues the same allreduces in the same order even when its hooks fire in another:
 no negotiation is needed, and ranks cannot reduce different gradients into each other.
@@ -22,6 +23,7 @@ import torch
 
 from cohort.torch import _hvd_ops as ops
 from cohort.torch._hvd_functions import Compression
+from cohort.torch._hvd_functions import broadcast_object as _broadcast_object
 
 _DEFAULT_BUCKET_BYTES = 4 << 20
 
@@ -59,6 +61,7 @@ class _DistributedOptimizer:
         self._hooked = set()      # hooks fired since the last synchronize (Horovod's _handles)
         self._grad_accs = []      # the accumulators must stay alive for their hooks to fire
         self._buckets, self._bucket_of, self._next_bucket = [], {}, 0
+        self._ready_order, self._rebuilt = [], False  # for _rebuild_buckets after step 1
         self._synchronized = False
         self._should_synchronize = True
         if ops.size() > 1:  # a world of one has nothing to average (Horovod does the same)
@@ -87,9 +90,21 @@ class _DistributedOptimizer:
 
     def _register_hooks(self):
         params = [p for g in self.param_groups for p in g["params"] if p.requires_grad]
+        self._params = params
+        self._make_buckets(list(reversed(params)))
+        for p in params:
+            self._delay[p] = self.backward_passes_per_step
+            p_tmp = p.expand_as(p)  # a view whose grad_fn leads to p's AccumulateGrad node
+            grad_acc = p_tmp.grad_fn.next_functions[0][0]
+            grad_acc.register_hook(self._make_hook(p))
+            self._grad_accs.append(grad_acc)
+
+    def _make_buckets(self, order):
+        """Buckets of the parameters in `order`, filled up to HOROVOD_FUSION_THRESHOLD bytes per
+        wire dtype."""
         limit = int(os.environ.get("HOROVOD_FUSION_THRESHOLD", _DEFAULT_BUCKET_BYTES))
-        open_buckets = {}  # wire dtype -> parameters of the bucket being filled
-        for p in reversed(params):
+        self._buckets, self._bucket_of, open_buckets = [], {}, {}
+        for p in order:
             wire = self._compression.compress(torch.zeros(1, dtype=p.dtype))[0].dtype
             cur = open_buckets.setdefault(wire, [])
             item = torch.empty(0, dtype=wire).element_size()
@@ -103,12 +118,17 @@ class _DistributedOptimizer:
         for b in self._buckets:
             for p in b.params:
                 self._bucket_of[p] = b
-        for p in params:
-            self._delay[p] = self.backward_passes_per_step
-            p_tmp = p.expand_as(p)  # a view whose grad_fn leads to p's AccumulateGrad node
-            grad_acc = p_tmp.grad_fn.next_functions[0][0]
-            grad_acc.register_hook(self._make_hook(p))
-            self._grad_accs.append(grad_acc)
+
+    def _rebuild_buckets(self):
+        """After the first step, buckets follow the order in which backward produced the
+        gradients on rank 0 (agreed by broadcast, so every rank builds the same), parameters
+        that got none last: a parameter backward never reaches no longer holds back every
+        bucket behind it."""
+        index = {p: i for i, p in enumerate(self._params)}
+        seen = [index[p] for p in self._ready_order]
+        order = seen + [i for i in range(len(self._params)) if i not in set(seen)]
+        order = _broadcast_object(order, 0)
+        self._make_buckets([self._params[i] for i in order])
 
     def _make_hook(self, p):
         def hook(*ignore):
@@ -120,6 +140,8 @@ class _DistributedOptimizer:
             self._hooked.add(p)
             self._delay[p] -= 1
             if self._delay[p] == 0:
+                if not self._rebuilt:
+                    self._ready_order.append(p)
                 self._ready(p)
         return hook
 
@@ -181,6 +203,9 @@ class _DistributedOptimizer:
         self._next_bucket = 0
         self._hooked.clear()
         self._synchronized = True
+        if not self._rebuilt:
+            self._rebuilt = True
+            self._rebuild_buckets()
 
     @contextmanager
     def skip_synchronize(self):

@@ -84,13 +84,13 @@ class HookState:
         if bucket.is_last():
             self.iter += 1
 
-    def _flat_residual(self, bucket, keys):
-        """The bucket's residuals as one flat tensor, each parameter's part a view of it (what
-        the codec encodes with error feedback); reassembled when the bucket's parameters change."""
-        cached = self._flat.get(bucket.index())
+    def _flat_residual(self, bucket_index, keys, sizes):
+        """The residuals of parameters `keys` (of `sizes` values) as one flat tensor, each
+        parameter's part a view of it (what the codec encodes with error feedback); reassembled
+        when the bucket's parameters change."""
+        cached = self._flat.get(bucket_index)
         if cached is not None and cached[0] == keys:
             return cached[1]
-        sizes = [g.numel() for g in bucket.gradients()]
         parts = [self._residuals.get(k, torch.zeros(n)).reshape(-1) for k, n in zip(keys, sizes)]
         for k, part, n in zip(keys, parts, sizes):
             _check(part.numel() == n, f"{type(self).__name__}: the residual of parameter #{k} "
@@ -98,7 +98,7 @@ class HookState:
                    "model?)")
         flat = torch.cat(parts) if parts else torch.zeros(0)
         self._residuals.update(zip(keys, flat.split(sizes)))
-        self._flat[bucket.index()] = (keys, flat)
+        self._flat[bucket_index] = (keys, flat)
         return flat
 
     def state_dict(self):

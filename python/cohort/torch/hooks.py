@@ -120,16 +120,28 @@ def _gather_hook(state, bucket):
     codec = state.codec()
     round_ = state.iter << 16 | bucket.index()  # a fresh draw for every bucket and step
     state.maybe_increase_iter(bucket)
-    buf = bucket.buffer()
-    msg = torch.empty(codec.message_bytes(buf.numel()), dtype=torch.uint8)
-    residual = _np(state._flat_residual(bucket, keys)) if state.use_error_feedback else None
-    codec.encode(_np(buf), _np(msg), round_, 1.0 / world, residual)
+    # The codec sees the bucket in key order: DDP lists a bucket's parameters in another order
+    # after its first step (and again from the start after a restore), and QSGD's chunks and
+    # draws, or top-k's ties, depend on where each value sits.
+    grads = bucket.gradients()
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    in_order = order == list(range(len(keys)))
+    flat = bucket.buffer() if in_order else torch.cat([grads[i].reshape(-1) for i in order])
+    msg = torch.empty(codec.message_bytes(flat.numel()), dtype=torch.uint8)
+    residual = None
+    if state.use_error_feedback:
+        residual = _np(state._flat_residual(bucket.index(), tuple(keys[i] for i in order),
+                                            [grads[i].numel() for i in order]))
+    codec.encode(_np(flat), _np(msg), round_, 1.0 / world, residual)
     gathered = torch.empty(world, msg.numel(), dtype=torch.uint8)
     work = dist.all_gather(list(gathered.unbind(0)), msg, group=group, async_op=True)
 
     def decode(_):
-        codec.decode_gathered(_np(gathered), round_, _np(buf))
-        return buf
+        codec.decode_gathered(_np(gathered), round_, _np(flat))
+        if not in_order:
+            for i, part in zip(order, flat.split([grads[i].numel() for i in order])):
+                grads[i].copy_(part.view_as(grads[i]))
+        return bucket.buffer()
 
     return _then(work.get_future(), decode)
 

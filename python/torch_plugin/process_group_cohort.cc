@@ -71,7 +71,8 @@ ProcessGroupCohort::~ProcessGroupCohort() {
     stopping_ = true;
   }
   queue_cv_.notify_all();
-  completer_.join();  // after every issued operation completed (or hit its deadline)
+  completer_.join();      // after every issued operation completed (or hit its deadline)
+  callbacks_.shutdown();  // and its future was completed
 }
 
 std::vector<std::string> ProcessGroupCohort::transports() const {
@@ -173,9 +174,13 @@ void ProcessGroupCohort::completion_loop() {
     } catch (...) {
       error = std::current_exception();
     }
-    w->complete(error);
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    completed_.push_back(std::move(w));
+    // On the pool: a future's callbacks may wait for the operations queued after this one.
+    callbacks_.post([this, w = std::move(w), error]() mutable {
+      NoGrad no_grad;  // the callbacks run as they did on the completion thread
+      w->complete(error);
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      completed_.push_back(std::move(w));
+    });
   }
 }
 

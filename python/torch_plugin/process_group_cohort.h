@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "callback_pool.h"
 #include "cohort/comm/communicator.h"
 
 namespace cohort::torch_plugin {
@@ -162,6 +163,7 @@ class ProcessGroupCohort : public c10d::ProcessGroup {
   std::vector<c10::intrusive_ptr<WorkCohort>> completed_;
   bool stopping_ = false;
   std::thread completer_;
+  CallbackPool callbacks_;  // completes the futures (callback_pool.h says why not completer_)
 };
 
 }  // namespace cohort::torch_plugin

@@ -70,3 +70,12 @@ def test_bad_arguments_name_the_argument():
     assert len(lines) == len(BAD), r.stdout + r.stderr
     for (make, argument), line in zip(BAD, lines):
         assert line.startswith("ValueError:") and argument in line, (make, line)
+
+
+def test_torch_powersgd_hook_runs_unchanged_on_cohort(cohort_run):
+    """torch's own powerSGD_hook (torch.distributed.algorithms) on the cohort backend: its
+    callback waits for a second allreduce, which completes on another thread of the plugin's
+    pool; the parameters are gloo's within 1e-5 (the same Qs, sums of two in either order)."""
+    r = cohort_run(2, "workers/torch_algorithms.py", timeout=90)
+    lines = rank_lines(r, "algorithms OK")
+    assert len(lines) == 2, r.stdout + r.stderr

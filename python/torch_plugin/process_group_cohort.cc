@@ -43,18 +43,26 @@ bool WorkCohort::wait(std::chrono::milliseconds timeout) {
                 " ms (it keeps running until the group's timeout; wait again, or check that "
                 "every rank issued it)");
   }
+  lock.unlock();
+  complete_future();  // whoever asks first: a wait() needs no hop to the callback pool
   if (exception_) std::rethrow_exception(exception_);
   return true;
 }
 
-void WorkCohort::complete(std::exception_ptr error) {
+void WorkCohort::mark_done(std::exception_ptr error) {
   // buffers_ and after_ stay: they die with this Work, on a Python thread (completed_).
-  if (error) {
-    future_->setError(error);
+  error_ = error;  // before finish(): complete_future reads it after a waiter woke
+  finish(error);
+}
+
+void WorkCohort::complete_future() {
+  if (future_claimed_.exchange(true)) return;
+  NoGrad no_grad;  // callbacks run as they did on the completion thread
+  if (error_) {
+    future_->setError(error_);
   } else {
     future_->markCompleted(c10::IValue(outputs_));
   }
-  finish(error);
 }
 
 // --- ProcessGroupCohort ---
@@ -174,10 +182,10 @@ void ProcessGroupCohort::completion_loop() {
     } catch (...) {
       error = std::current_exception();
     }
-    // On the pool: a future's callbacks may wait for the operations queued after this one.
-    callbacks_.post([this, w = std::move(w), error]() mutable {
-      NoGrad no_grad;  // the callbacks run as they did on the completion thread
-      w->complete(error);
+    w->mark_done(error);
+    // The future on the pool: its callbacks may wait for the operations queued after this one.
+    callbacks_.post([this, w = std::move(w)]() mutable {
+      w->complete_future();
       std::lock_guard<std::mutex> lock(queue_mu_);
       completed_.push_back(std::move(w));
     });

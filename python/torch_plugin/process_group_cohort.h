@@ -42,8 +42,11 @@ class WorkCohort : public c10d::Work {
 
  private:
   friend class ProcessGroupCohort;
-  // Called once, by the completion thread.
-  void complete(std::exception_ptr error);
+  // Called once, by the completion thread: wakes wait() and isCompleted() at once.
+  void mark_done(std::exception_ptr error);
+  // Completes the future (running its callbacks) exactly once: on the group's callback pool, or
+  // in wait() if that comes first, so that a plain wait() costs no extra thread hop.
+  void complete_future();
   // A send or receive is held back until it is needed (see ProcessGroupCohort::post_p2p).
   void ensure_posted();
 
@@ -57,6 +60,8 @@ class WorkCohort : public c10d::Work {
   std::function<void()> after_;
   // Set for a send or receive not posted yet: the group that holds it.
   std::atomic<ProcessGroupCohort*> unposted_in_{nullptr};
+  std::exception_ptr error_;                 // mark_done's, for complete_future
+  std::atomic<bool> future_claimed_{false};  // complete_future ran (or is running)
 };
 
 class ProcessGroupCohort : public c10d::ProcessGroup {

@@ -12,12 +12,9 @@ torch_gloo_allreduce.py): what a torch program pays per call, the Python and c10
 import argparse
 import os
 import sys
-import time
 
-
-def parse_size(s):
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1].upper()] if s and s[-1].upper() in mult else int(s)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gloo_allreduce import parse_size, sweep  # noqa: E402  one sweep for both peers
 
 
 def main():
@@ -42,41 +39,7 @@ def main():
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
     dist.init_process_group(a.backend)
-    rank, n = dist.get_rank(), dist.get_world_size()
-    if rank == 0:
-        print(f"# torch {torch.__version__} backend {a.backend} all_reduce: {n} ranks, "
-              f"iters {a.iters}, warmup {a.warmup}")
-        print("%12s %12s %6s %12s %12s %12s %8s" % ("size(B)", "count", "type", "time(us)",
-                                                   "algbw(GB/s)", "busbw(GB/s)", "#wrong"))
-        sys.stdout.flush()
-    bad = 0
-    size = lo
-    while size <= hi:
-        count = size // 4
-        idx = torch.arange(count, dtype=torch.int64) % 5
-        inp = (idx + rank + 1).to(torch.float32)
-        out = torch.empty_like(inp)
-        for _ in range(a.warmup):
-            out.copy_(inp)
-            dist.all_reduce(out)
-        times = torch.empty(a.iters, dtype=torch.float64)
-        for i in range(a.iters):
-            out.copy_(inp)
-            t0 = time.perf_counter()
-            dist.all_reduce(out)
-            times[i] = (time.perf_counter() - t0) * 1e6
-        want = (n * (n + 1) // 2 + n * idx).to(torch.float32)
-        wrong = torch.tensor([int((out != want).sum())], dtype=torch.int64)
-        dist.all_reduce(times, op=dist.ReduceOp.MAX)  # per iteration, the slowest rank
-        dist.all_reduce(wrong)
-        bad += int(wrong)
-        if rank == 0:
-            us = float(times.sort().values[a.iters // 2])  # upper median, as the C++ tables
-            algbw = size / us / 1e3
-            print("%12d %12d %6s %12.2f %12.3f %12.3f %8d" % (
-                size, count, "f32", us, algbw, algbw * 2.0 * (n - 1) / n, int(wrong)), flush=True)
-        size *= a.step
-    dist.barrier()
+    bad = sweep(lo, hi, a.step, a.iters, a.warmup, f"backend {a.backend} all_reduce")
     dist.destroy_process_group()
     sys.exit(3 if bad else 0)
 

@@ -28,20 +28,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def worker(rank, n, port, args):
+def sweep(lo, hi, step, iters, warmup, title):
+    """The table of one rank of an initialised process group (rank 0 prints it): float32 sum,
+    sizes from lo to hi times `step`, each row the upper median over iters of the slowest rank's
+    call, the output checked. Also bench/torch_backend_allreduce.py's. Returns the wrong count."""
     import torch
     import torch.distributed as dist
 
-    torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    dist.init_process_group("gloo", rank=rank, world_size=n)
-    lo, hi = args.sizes
+    rank, n = dist.get_rank(), dist.get_world_size()
     factor = 2.0 * (n - 1) / n
     if rank == 0:
-        print(f"# torch {torch.__version__} gloo allreduce: {n} ranks, iters {args.iters}, "
-              f"warmup {args.warmup}")
+        print(f"# torch {torch.__version__} {title}: {n} ranks, iters {iters}, warmup {warmup}")
         print("%12s %12s %6s %12s %12s %12s %8s" % ("size(B)", "count", "type", "time(us)",
                                                    "algbw(GB/s)", "busbw(GB/s)", "#wrong"))
         sys.stdout.flush()
@@ -52,28 +49,42 @@ def worker(rank, n, port, args):
         idx = torch.arange(count, dtype=torch.int64) % 5
         inp = (idx + rank + 1).to(torch.float32)
         out = torch.empty_like(inp)
-        for _ in range(args.warmup):
+        for _ in range(warmup):
             out.copy_(inp)
             dist.all_reduce(out)
-        times = torch.empty(args.iters, dtype=torch.float64)
-        for i in range(args.iters):
+        times = torch.empty(iters, dtype=torch.float64)
+        for i in range(iters):
             out.copy_(inp)  # untimed: the in-place allreduce needs its input back
             start = time.perf_counter()
             dist.all_reduce(out)
             times[i] = (time.perf_counter() - start) * 1e6
         want = (n * (n + 1) // 2 + n * idx).to(torch.float32)
         wrong = torch.tensor([int((out != want).sum())], dtype=torch.int64)
-        dist.all_reduce(times, op=dist.ReduceOp.MAX)
+        dist.all_reduce(times, op=dist.ReduceOp.MAX)  # per iteration, the slowest rank
         dist.all_reduce(wrong)
         total_wrong += int(wrong)
         if rank == 0:
-            us = float(times.sort().values[args.iters // 2])  # upper median, as the C++ peers
+            us = float(times.sort().values[iters // 2])  # upper median, as the C++ peers
             algbw = size / us / 1e3
             print("%12d %12d %6s %12.2f %12.3f %12.3f %8d" % (size, count, "f32", us, algbw,
                                                              algbw * factor, int(wrong)))
             sys.stdout.flush()
-        size *= 2
+        size *= step
     dist.barrier()
+    return total_wrong
+
+
+def worker(rank, n, port, args):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    dist.init_process_group("gloo", rank=rank, world_size=n)
+    lo, hi = args.sizes
+    total_wrong = sweep(lo, hi, 2, args.iters, args.warmup, "gloo allreduce")
     dist.destroy_process_group()
     if total_wrong:
         sys.exit(3)

@@ -209,6 +209,22 @@ std::function<comm::Work(comm::Communicator&)> allreduce_in_place(const at::Tens
   };
 }
 
+// The collective of reduce_scatter and reduce_scatter_tensor: `in` (every rank's block) into
+// `buf` (this rank's).
+std::function<comm::Work(comm::Communicator&)> reduce_scatter_into(const at::Tensor& in,
+                                                                   const at::Tensor& buf,
+                                                                   const ReduceTarget& target,
+                                                                   milliseconds timeout) {
+  return [=](comm::Communicator& c) {
+    return comm::reduce_scatter_async(c, {.input = ptr(in),
+                                          .output = ptr(buf),
+                                          .count = size_t(buf.numel()),
+                                          .dtype = target.dtype,
+                                          .op = target.op,
+                                          .timeout = timeout});
+  };
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Tensor>& tensors,
@@ -229,13 +245,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
                    "all_reduce",
                    {t},
                    {in, rows},
-                   [=](comm::Communicator& c) {
-                     return comm::allgather_async(c, {.input = ptr(in),
-                                                      .output = ptr(rows),
-                                                      .count = bytes(in),
-                                                      .dtype = comm::DType::u8,
-                                                      .timeout = timeout});
-                   },
+                   allgather_bytes(in, rows, timeout),
                    run_all(std::move(after))});
   }
   ReduceTarget target = reduce_target(t.scalar_type(), opts.reduceOp, "all_reduce");
@@ -321,14 +331,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter(
                  "reduce_scatter",
                  {out},
                  {in, buf},
-                 [=](comm::Communicator& c) {
-                   return comm::reduce_scatter_async(c, {.input = ptr(in),
-                                                         .output = ptr(buf),
-                                                         .count = size_t(buf.numel()),
-                                                         .dtype = target.dtype,
-                                                         .op = target.op,
-                                                         .timeout = timeout});
-                 },
+                 reduce_scatter_into(in, buf, target, timeout),
                  run_all(std::move(after))});
 }
 
@@ -351,14 +354,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_reduce_scatter_base(
                  "reduce_scatter_tensor",
                  {output},
                  {in, buf},
-                 [=](comm::Communicator& c) {
-                   return comm::reduce_scatter_async(c, {.input = ptr(in),
-                                                         .output = ptr(buf),
-                                                         .count = size_t(buf.numel()),
-                                                         .dtype = target.dtype,
-                                                         .op = target.op,
-                                                         .timeout = timeout});
-                 },
+                 reduce_scatter_into(in, buf, target, timeout),
                  run_all(std::move(after))});
 }
 

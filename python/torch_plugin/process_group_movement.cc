@@ -51,13 +51,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allgather(
                  "all_gather",
                  outputs[0],
                  {in, out},
-                 [=](comm::Communicator& c) {
-                   return comm::allgather_async(c, {.input = ptr(in),
-                                                    .output = ptr(out),
-                                                    .count = bytes(in),
-                                                    .dtype = comm::DType::u8,
-                                                    .timeout = timeout});
-                 },
+                 allgather_bytes(in, out, timeout),
                  run_all(std::move(after))});
 }
 
@@ -79,13 +73,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_allgather_base(
                  "all_gather_into_tensor",
                  {output},
                  {in, out},
-                 [=](comm::Communicator& c) {
-                   return comm::allgather_async(c, {.input = ptr(in),
-                                                    .output = ptr(out),
-                                                    .count = bytes(in),
-                                                    .dtype = comm::DType::u8,
-                                                    .timeout = timeout});
-                 },
+                 allgather_bytes(in, out, timeout),
                  run_all(std::move(after))});
 }
 

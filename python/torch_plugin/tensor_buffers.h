@@ -15,6 +15,7 @@
 #include <functional>
 #include <vector>
 
+#include "cohort/comm/collectives.h"
 #include "cohort/comm/options.h"
 #include "cohort/comm/work.h"
 
@@ -57,6 +58,19 @@ inline comm::Work finished(const char* name) {
   comm::Work w = comm::Work::pending(name);
   w.complete(nullptr);
   return w;
+}
+
+// Every rank's bytes of `in` gathered into `out`: the gathers and the bitwise reductions move
+// bytes, whatever the dtype.
+inline std::function<comm::Work(comm::Communicator&)> allgather_bytes(
+    const at::Tensor& in, const at::Tensor& out, std::chrono::milliseconds timeout) {
+  return [=](comm::Communicator& c) {
+    return comm::allgather_async(c, {.input = ptr(in),
+                                     .output = ptr(out),
+                                     .count = bytes(in),
+                                     .dtype = comm::DType::u8,
+                                     .timeout = timeout});
+  };
 }
 
 inline std::function<void()> run_all(AfterList after) {

@@ -53,10 +53,10 @@ nlohmann::json MemoryAccount::summary_json() const {
   // Peaks over the training steps: what comes after (the final evaluation and checkpoint, for
   // which ZeRO-3 gathers the whole model) is reported apart.
   nlohmann::json j{{"memory_bytes", by_kind(at.bytes)},
-                        {"memory_peak_by_kind", by_kind(at.peak_bytes)},
-                        {"memory_peak_bytes", at.peak_total},
-                        {"memory_peak_run_bytes", now.peak_total},
-                        {"memory_limit_bytes", now.limit}};
+                   {"memory_peak_by_kind", by_kind(at.peak_bytes)},
+                   {"memory_peak_bytes", at.peak_total},
+                   {"memory_peak_run_bytes", now.peak_total},
+                   {"memory_limit_bytes", now.limit}};
   if (device_.is_cpu()) return j;
   const DeviceMemoryStats d = device_memory(device_).stats(device_.index);
   j["device"] = device_.str();

@@ -18,7 +18,7 @@
 #   bench/run_torch_backend_bench.sh [--part ddp|allreduce|all] [--repeats 3]
 #       [--mlp-steps 600] [--cnn-steps 150] [--warmup 20] [--model mlp|cnn|all] [--synthetic]
 #       [--sizes 4K:64M] [--step 4] [--iters 20] [--ar-warmup 5] [--build-dir DIR] [--no-build]
-#       [--raw DIR] [--bind auto|none]
+#       [--raw DIR] [--bind auto|none] [--load]
 #
 # Every run of every side is its own job under `cohort run -n 2` (which sets torchrun's
 # variables; both backends init from them), and the sides alternate within each repeat, their
@@ -26,7 +26,8 @@
 # other jobs run: the load average is printed at the start and after each repeat). --raw DIR
 # keeps every run's output there. --bind is cohort run's (auto pins each rank, all its threads,
 # to one core when the ranks fit; none leaves placement to the scheduler): the same for both
-# backends, and it matters on a loaded machine (docs/python.md, "Performance"). The build's python/ and bin/cohort are copied first: other
+# backends, and it matters on a loaded machine (docs/python.md, "Performance"). --load: one
+# busy process (a spinning shell loop) runs beside every run: users share machines. The build's python/ and bin/cohort are copied first: other
 # engineers rebuilding the shared build/ mid-run would otherwise swap the plugin under the
 # bench (a half-written .so fails to import). Exits 1 if a run fails or a result is wrong; a
 # missed goal is reported, not an error.
@@ -35,7 +36,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${COHORT_BENCH_PYTHON:-/usr/bin/python3}"  # Debian's, where python3-torch is
 PART=all REPEATS=3 WARMUP=20 MODEL=all SYNTH="" SIZES=4K:64M STEP=4 ITERS=20 AR_WARMUP=5
-BUILD_DIR="$ROOT/build" BUILD=1 RAW="" BIND=auto
+BUILD_DIR="$ROOT/build" BUILD=1 RAW="" BIND=auto LOAD=0
 declare -A STEPS=([mlp]=600 [cnn]=150)
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
@@ -56,6 +57,7 @@ while (($#)); do
     --no-build) BUILD=0; shift ;;
     --raw) RAW="$2"; shift 2 ;;
     --bind) BIND="$2"; shift 2 ;;
+    --load) LOAD=1; shift ;;
     -h|--help) usage 0 ;;
     *) echo "run_torch_backend_bench: unknown option '$1'" >&2; usage ;;
   esac
@@ -73,7 +75,8 @@ done
   die "--step must be a power of 2 >= 2 (the native sweep doubles; its rows are picked)"
 
 TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+LOAD_PID=""
+trap 'rm -rf "$TMP"; [[ -n "$LOAD_PID" ]] && kill "$LOAD_PID" 2>/dev/null; true' EXIT
 if ((BUILD)); then  # a no-op when up to date; the lock serialises with other engineers' builds
   timeout 900 flock /tmp/cohort-build.lock nice cmake --build "$BUILD_DIR" \
     --target cohort_torch cohort_python cohort_cli >"$TMP/build.log" 2>&1 ||
@@ -128,9 +131,14 @@ ar_run() {  # ar_run TOOL REPEAT: one sweep; its table in ar.TOOL.REPEAT
   esac
 }
 
+if ((LOAD)); then
+  (while :; do :; done) &
+  LOAD_PID=$!
+fi
+
 source "$ROOT/bench/machine_line.sh"
 {
-  echo "# bench/run_torch_backend_bench.sh --part $PART --repeats $REPEATS --bind $BIND$( [[ $PART != allreduce ]] &&
+  echo "# bench/run_torch_backend_bench.sh --part $PART --repeats $REPEATS --bind $BIND$( ((LOAD)) && echo ' --load')$( [[ $PART != allreduce ]] &&
     echo " --mlp-steps ${STEPS[mlp]} --cnn-steps ${STEPS[cnn]} --warmup $WARMUP${SYNTH:+ $SYNTH}")$(
     [[ $PART != ddp ]] && echo " --sizes $SIZES --step $STEP --iters $ITERS --ar-warmup $AR_WARMUP")"
   echo "# $(machine_line "$PYTHON"); torch $("$PYTHON" -c 'import torch; print(torch.__version__)'

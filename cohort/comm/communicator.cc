@@ -108,27 +108,59 @@ void Communicator::run(Op op) {
   wait_hint_->remove_waiter();
   busy_ = true;
   lock.unlock();
+  if (std::exception_ptr error = run_claimed(op)) std::rethrow_exception(error);
+}
+
+std::exception_ptr Communicator::run_claimed(Op& op) {
+  std::exception_ptr error;
   try {
     execute(op);
   } catch (...) {
-    lock.lock();
-    busy_ = false;
-    cv_.notify_all();
-    throw;
+    error = std::current_exception();
   }
-  lock.lock();
+  std::lock_guard<std::mutex> lock(mu_);
   busy_ = false;
   cv_.notify_all();
+  return error;
+}
+
+Work Communicator::issue_inline(const std::function<Work()>& issue) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inline_next_ = true;
+  }
+  Work w;
+  try {
+    w = issue();
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    inline_next_ = false;
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  inline_next_ = false;  // in case `issue` did not submit
+  return w;
 }
 
 Work Communicator::submit(Op op) {
   Work w;
+  bool run_here = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     assign_seq(op);
     w = Work::pending(op_name(op), wait_hint_);
-    queue_.emplace_back(std::move(op), w);
-    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+    run_here = inline_next_ && !op.p2p && queue_.empty() && !busy_;
+    inline_next_ = false;
+    if (run_here) {
+      busy_ = true;  // claimed: an operation issued after this one waits for it
+    } else {
+      queue_.emplace_back(std::move(op), w);
+      if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+    }
+  }
+  if (run_here) {
+    w.complete(run_claimed(op));
+    return w;
   }
   // Rung after unlocking: the worker shares this thread's core and the scheduler lets a woken
   // thread run at once, so a wake-up under the lock made it block on mu_ straight away and

@@ -134,6 +134,15 @@ class Communicator {
   };
   void run(Op op);
   Work submit(Op op);
+  // Calls `issue` (which issues one asynchronous collective on this communicator) and, when
+  // no earlier operation is queued or running, runs that collective on this thread before
+  // returning: its Work is then done. Otherwise it is queued as usual. For a caller about to
+  // wait for the result anyway (the torch plugin's wait() on a collective it held back): it
+  // saves the hand-off to the worker thread and back, two thread wake-ups that are most of a
+  // small collective's cost when a rank's threads share one core. Point-to-point operations
+  // are always queued; so is an operation issued while the worker is still finishing the one
+  // before (it completes that Work, then releases the communicator).
+  Work issue_inline(const std::function<Work()>& issue);
   // p2p message counters per peer (send/recv are matched per pair, not collectively).
   uint64_t next_p2p_seq(int peer, bool send);
 
@@ -149,6 +158,9 @@ class Communicator {
   // say; returns what to append to the error (where the record went).
   std::string record_failure(const Op& op, const std::string& error);
   void worker_loop();
+  // Runs an operation this thread has claimed (busy_ set), then releases the claim; returns
+  // its error.
+  std::exception_ptr run_claimed(Op& op);
 
   std::shared_ptr<rendezvous::Store> store_;
   int rank_;
@@ -171,7 +183,8 @@ class Communicator {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<Op, Work>> queue_;
-  bool busy_ = false;  // an operation is running (on the worker or a synchronous caller)
+  bool busy_ = false;         // an operation is running (on the worker or a synchronous caller)
+  bool inline_next_ = false;  // issue_inline: the next submit may run on the caller
   bool stopping_ = false;
   std::thread worker_;
 };

@@ -173,6 +173,16 @@ void Work::wait() const {
   COHORT_CHECK_ARG(state_ != nullptr, "Work::wait: empty Work");
   if (state_->chain) return advance_chain(nullptr).wait();
   WaiterScope waiting(state_->hint.get());
+  block_until_done();
+}
+
+void Work::wait_unobserved() const {
+  COHORT_CHECK_ARG(state_ != nullptr, "Work::wait_unobserved: empty Work");
+  if (state_->chain) return wait();
+  block_until_done();
+}
+
+void Work::block_until_done() const {
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);

@@ -30,6 +30,12 @@ class Work {
   // As wait(), but throws cohort::Timeout if the operation is not done within `timeout` (it
   // keeps running; wait again or let it hit its own deadline).
   void wait(std::chrono::milliseconds timeout) const;
+  // As wait(), but the calling thread does not count as a waiter (transport::WaitHint), so the
+  // transfer keeps sleeping between polls as it does while nobody waits: for a bookkeeping
+  // thread that follows every operation in turn (the torch plugin's completion thread) while
+  // the issuing thread computes. Counting such a thread made the transfer spin on the core the
+  // computation needs. For a chain, the same as wait().
+  void wait_unobserved() const;
   // The operation's error once done (null if it succeeded or is still running).
   std::exception_ptr exception() const;
   // "allreduce #12" — names the operation in errors.
@@ -70,6 +76,7 @@ class Work {
     std::shared_ptr<transport::WaitHint> hint;
   };
   explicit Work(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  void block_until_done() const;  // then rethrows the operation's error
   // Chains: waits for the first operation (until `deadline`, if any), runs the continuation
   // once, and returns the Work it gave.
   Work advance_chain(const std::chrono::steady_clock::time_point* deadline) const;

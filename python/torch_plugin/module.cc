@@ -157,9 +157,30 @@ net::Secret agree_secret(rendezvous::Store& store, int rank) {
   return mine;
 }
 
+constexpr size_t kDefaultInlineBytes = size_t{64} << 10;
+
 std::string env_or(const rendezvous::EnvMap& env, const char* name, const std::string& fallback) {
   auto it = env.find(name);
   return it == env.end() || it->second.empty() ? fallback : it->second;
+}
+
+// COHORT_TORCH_INLINE_BYTES: collectives up to this size are held back until they are needed,
+// so that the thread waiting for one runs it itself (ProcessGroupCohort, "Held operations");
+// 0 turns that off.
+size_t inline_max_bytes(const rendezvous::EnvMap& env) {
+  const std::string text = env_or(env, "COHORT_TORCH_INLINE_BYTES", "");
+  if (text.empty()) return kDefaultInlineBytes;
+  size_t used = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  COHORT_CHECK_ARG(used == text.size() && text[0] != '-', "COHORT_TORCH_INLINE_BYTES='", text,
+                   "': expected a number of bytes (0 turns running small collectives on the "
+                   "calling thread off)");
+  return size_t(value);
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(
@@ -182,7 +203,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(
     co.device.advertise_address = env_or(env, "COHORT_ADVERTISE_ADDRESS", "");
     if (size > 1) co.device.secret = agree_secret(*bridge, rank);
     auto comm = comm::Communicator::create(bridge, rank, size, co);
-    return c10::make_intrusive<ProcessGroupCohort>(std::move(comm));
+    return c10::make_intrusive<ProcessGroupCohort>(std::move(comm), inline_max_bytes(env));
   } catch (const c10::Error&) {
     throw;
   } catch (const Error&) {  // keeps its type: cohort._core makes it cohort's Python exception

@@ -19,8 +19,8 @@ WorkCohort::WorkCohort(int rank, c10d::OpType type, std::string name,
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
 }
 
-void WorkCohort::ensure_posted() {
-  if (ProcessGroupCohort* pg = unposted_in_.load()) pg->post_p2p();
+void WorkCohort::ensure_posted(bool waiting) {
+  if (ProcessGroupCohort* pg = unposted_in_.load()) pg->post_held(waiting ? this : nullptr);
 }
 
 bool WorkCohort::isCompleted() {
@@ -34,11 +34,23 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkCohort::getFuture() {
 }
 
 bool WorkCohort::wait(std::chrono::milliseconds timeout) {
-  ensure_posted();
+  // Only an untimed wait may run the operation here: the operation's own deadline is longer.
+  ensure_posted(/*waiting=*/timeout == kNoTimeout);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Waiting on the operation itself first marks this thread as its waiter, so the transfer
+  // polls hard (the completion thread waits unobserved). Its error comes from mark_done.
+  try {
+    if (timeout == kNoTimeout) {
+      inner_.wait();
+    } else {
+      inner_.wait(timeout);
+    }
+  } catch (...) {
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == kNoTimeout) {
     cv_.wait(lock, [&] { return completed_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+  } else if (!cv_.wait_until(lock, deadline, [&] { return completed_; })) {
     TORCH_CHECK(false, "cohort backend: ", name_, " did not complete within ", timeout.count(),
                 " ms (it keeps running until the group's timeout; wait again, or check that "
                 "every rank issued it)");
@@ -67,13 +79,16 @@ void WorkCohort::complete_future() {
 
 // --- ProcessGroupCohort ---
 
-ProcessGroupCohort::ProcessGroupCohort(std::shared_ptr<comm::Communicator> comm)
-    : c10d::ProcessGroup(comm->rank(), comm->size()), comm_(std::move(comm)) {
+ProcessGroupCohort::ProcessGroupCohort(std::shared_ptr<comm::Communicator> comm,
+                                       size_t hold_max_bytes)
+    : c10d::ProcessGroup(comm->rank(), comm->size()),
+      comm_(std::move(comm)),
+      hold_max_bytes_(hold_max_bytes) {
   completer_ = std::thread([this] { completion_loop(); });
 }
 
 ProcessGroupCohort::~ProcessGroupCohort() {
-  post_p2p();  // a send nobody waited for still reaches its peer
+  post_held(nullptr);  // a send nobody waited for still reaches its peer
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     stopping_ = true;
@@ -102,66 +117,49 @@ c10::intrusive_ptr<WorkCohort> ProcessGroupCohort::make_work(Launch& l) {
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::launch(Launch l) {
+  size_t bytes = 0;
+  for (const at::Tensor& b : l.buffers) bytes += b.defined() ? b.nbytes() : 0;
   auto work = make_work(l);
+  if (hold_max_bytes_ > 0 && bytes <= hold_max_bytes_) {
+    hold({work, std::nullopt, std::move(l.start)});
+    return work;
+  }
   {
     std::lock_guard<std::mutex> issue(issue_mu_);
-    post_p2p_locked();  // sends and receives issued before this go first
+    post_held_locked(nullptr);  // operations held back before this one go first
     try {
       work->inner_ = l.start(*comm_);
-    } catch (const Error&) {
-      // cohort's own error types reach Python as cohort's exceptions (cohort._core's)
-      rethrow_with_context(std::current_exception(), "cohort backend: ");
-    } catch (const std::exception& e) {
-      TORCH_CHECK(false, "cohort backend: ", e.what());
+    } catch (...) {
+      rethrow_issue_error();
     }
     work->name_ = work->inner_.name().empty() ? l.name : work->inner_.name();
     std::lock_guard<std::mutex> queue(queue_mu_);  // under issue_mu_: the queue is issue order
     queue_.push_back(work);
+    ++unfinished_;
   }
   queue_cv_.notify_one();
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::hold_p2p(Launch l, comm::P2POp op) {
-  const char* what = op.kind == comm::P2POp::kSend ? "send" : "recv";
-  TORCH_CHECK(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "cohort backend: ", what,
-              " on rank ", rank_, ": peer ", op.peer, " must be another rank in [0, ", size_, ")");
-  auto work = make_work(l);
-  work->unposted_in_ = this;
-  std::lock_guard<std::mutex> issue(issue_mu_);
-  held_p2p_.emplace_back(op, work);
-  return work;
-}
-
-void ProcessGroupCohort::post_p2p() {
-  std::lock_guard<std::mutex> issue(issue_mu_);
-  post_p2p_locked();
-}
-
-void ProcessGroupCohort::post_p2p_locked() {
-  if (held_p2p_.empty()) return;
-  std::vector<comm::P2POp> ops;
-  for (auto& [op, work] : held_p2p_) ops.push_back(op);
-  comm::Work batch;
+void ProcessGroupCohort::finish(WorkCohort& w) {
   std::exception_ptr error;
   try {
-    batch = comm::batch_send_recv_async(*comm_, ops);
+    w.inner_.wait_unobserved();
+    if (w.after_) w.after_();
   } catch (...) {
-    // Nothing was sent; every held operation fails with the error when waited for.
-    batch = comm::Work::pending("send/recv");
-    batch.complete(std::current_exception());
+    error = std::current_exception();
   }
-  {
-    std::lock_guard<std::mutex> queue(queue_mu_);
-    for (auto& [op, work] : held_p2p_) {
-      work->inner_ = batch;
-      work->name_ = batch.name();
-      work->unposted_in_ = nullptr;
-      queue_.push_back(work);
-    }
-  }
-  held_p2p_.clear();
-  queue_cv_.notify_one();
+  w.mark_done(error);
+}
+
+bool ProcessGroupCohort::wait_for_queue(std::unique_lock<std::mutex>& lock) {
+  auto ready = [&] { return stopping_ || !queue_.empty(); };
+  if (held_collectives_.load() > 0) return queue_cv_.wait_for(lock, kHeldFlush, ready);
+  // Untimed: a thread that holds a collective back rings (see hold()); seq_cst on both flags.
+  completer_untimed_.store(true);
+  queue_cv_.wait(lock, [&] { return ready() || held_collectives_.load() > 0; });
+  completer_untimed_.store(false);
+  return ready();
 }
 
 void ProcessGroupCohort::completion_loop() {
@@ -170,19 +168,20 @@ void ProcessGroupCohort::completion_loop() {
     c10::intrusive_ptr<WorkCohort> w;
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
-      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
+      if (!wait_for_queue(lock)) {
+        lock.unlock();
+        flush_stale_held();
+        continue;
+      }
+      if (queue_.empty()) return;  // stopping, and everything issued is done
       w = queue_.front();
       queue_.pop_front();
     }
-    std::exception_ptr error;
-    try {
-      w->inner_.wait();
-      if (w->after_) w->after_();
-    } catch (...) {
-      error = std::current_exception();
+    finish(*w);
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      --unfinished_;
     }
-    w->mark_done(error);
     // The future on the pool: its callbacks may wait for the operations queued after this one.
     callbacks_.post([this, w = std::move(w)]() mutable {
       w->complete_future();

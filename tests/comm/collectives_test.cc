@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <numeric>
+#include <thread>
 
 #include "tests/comm/collective_util.h"
 
@@ -296,6 +297,40 @@ TEST_P(Collectives, AsyncOperationsCompleteInIssueOrder) {
       }
       EXPECT_EQ(compare(DType::f32, bufs[size_t(k)].data(), want.data(), count), "") << k;
     }
+  });
+}
+
+// issue_inline: a collective issued through it while nothing is in flight is done when the
+// call returns (it ran on the caller); one issued behind an operation still in flight waits its
+// turn; other collectives never run on the caller, not even a barrier.
+TEST_P(Collectives, IssueInlineRunsOnTheCallerOnlyWhenNothingIsInFlight) {
+  if (n() == 1) return;
+  constexpr auto kLate = std::chrono::milliseconds(300);
+  run([&](Communicator& c) {
+    const bool last = c.rank() == n() - 1;
+    if (last) std::this_thread::sleep_for(kLate);
+    Work early = barrier_async(c, {});  // not through issue_inline: queued
+    if (!last) EXPECT_FALSE(early.done()) << "rank " << c.rank() << ": ran on the caller";
+    early.wait();
+    // The worker releases the communicator just after it completes a Work: a synchronous
+    // operation waits for that, so nothing is in flight below.
+    barrier(c);
+
+    float x = float(c.rank() + 1);
+    Work here = c.issue_inline([&] { return allreduce_async(c, {.output = &x, .count = 1}); });
+    EXPECT_TRUE(here.done()) << "rank " << c.rank() << ": did not run on the caller";
+    EXPECT_EQ(x, float(n() * (n() + 1) / 2));
+
+    if (last) std::this_thread::sleep_for(kLate);
+    std::vector<float> big(1024, float(c.rank()));
+    float y = 1.0f;
+    Work first = allreduce_async(c, {.output = big.data(), .count = big.size()});
+    Work behind = c.issue_inline([&] { return allreduce_async(c, {.output = &y, .count = 1}); });
+    if (!last) EXPECT_FALSE(behind.done()) << "rank " << c.rank() << ": overtook the queue";
+    behind.wait();
+    EXPECT_TRUE(first.done());
+    EXPECT_EQ(y, float(n()));
+    EXPECT_EQ(big[1023], float(n() * (n() - 1) / 2));
   });
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cohort/comm/process_group.h"
+#include "cohort/comm/transport/backoff.h"
 #include "cohort/core/error.h"
 #include "tests/comm/collective_util.h"
 
@@ -171,6 +172,35 @@ TEST(WorkThen, ChainsTwoCollectivesOnThreeRanks) {
     EXPECT_EQ(a[1000], 6.0f);
     EXPECT_EQ(b[4], 18.0f);  // 3 ranks x 6
   });
+}
+
+// A thread in wait() asks the transfer to poll hard (it is on the critical path); one in
+// wait_unobserved() (a bookkeeping thread) does not, and still gets the operation's error.
+TEST(WorkWait, OnlyAnObservedWaitCountsAsAWaiter) {
+  auto hint = std::make_shared<transport::WaitHint>();
+  Work w = Work::pending("allreduce #3", hint);
+  std::exception_ptr unobserved_error;
+  std::thread bookkeeper([&] {
+    try {
+      w.wait_unobserved();
+    } catch (...) {
+      unobserved_error = std::current_exception();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(hint->waiters.load(), 0);
+  std::thread caller([&] { EXPECT_THROW(w.wait(), IoError); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (hint->waiters.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(hint->waiters.load(), 1);
+  w.complete(std::make_exception_ptr(IoError("peer 1 went away")));
+  bookkeeper.join();
+  caller.join();
+  EXPECT_EQ(hint->waiters.load(), 0);
+  ASSERT_NE(unobserved_error, nullptr);
+  EXPECT_THROW(std::rethrow_exception(unobserved_error), IoError);
 }
 
 }  // namespace

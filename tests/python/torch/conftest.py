@@ -29,9 +29,9 @@ def worker_env():
     return env
 
 
-def _run(cmd, timeout, check):
-    r = subprocess.run(cmd, cwd=ROOT, env=worker_env(), capture_output=True, text=True,
-                       timeout=timeout)
+def _run(cmd, timeout, check, env=None):
+    r = subprocess.run(cmd, cwd=ROOT, env={**worker_env(), **(env or {})}, capture_output=True,
+                       text=True, timeout=timeout)
     if check and r.returncode != 0:
         pytest.fail(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-6000:]}\n"
                     f"{r.stderr[-6000:]}")
@@ -46,12 +46,13 @@ def free_port():
 
 @pytest.fixture
 def cohort_run():
-    """cohort_run(n, script, args..., timeout=120, check=True) -> CompletedProcess: the script
-    (relative to this folder, or absolute) as the n ranks of `cohort run -n N`."""
-    def go(n, script, *args, timeout=120, check=True):
+    """cohort_run(n, script, args..., timeout=120, check=True, env=None) -> CompletedProcess:
+    the script (relative to this folder, or absolute) as the n ranks of `cohort run -n N`, with
+    `env` (a dict) added to the workers' environment."""
+    def go(n, script, *args, timeout=120, check=True, env=None):
         script = os.path.join(HERE, script)
         return _run([COHORT, "run", "-n", str(n), "--", PYTHON, script, *map(str, args)],
-                    timeout, check)
+                    timeout, check, env)
     return go
 
 

@@ -10,6 +10,7 @@ all_reduce, all_gather and all_to_all_single. Every comparison is exact (torch.e
 
 Prints "ops OK <count>" on success; exits 1 listing every mismatch otherwise.
 """
+import time
 
 import torch
 import torch.distributed as dist
@@ -245,6 +246,34 @@ def test_async():
     for k in range(4):
         check(f"async all_reduce [{k}]", got[k], wants[k])
     check("future value", fut.wait()[0], wants[2])
+    # A large operation in flight first: the small ones after it (which would otherwise run on
+    # this thread) queue behind it and finish in issue order; callbacks see their results.
+    big = values(torch.float32, RANK, numel=40000, salt=9)
+    big_want = gloo_allreduce(big.clone(), "SUM")
+    small = [x.clone() for x in xs]
+    works = [dist.all_reduce(big, async_op=True)] + [dist.all_reduce(s, async_op=True)
+                                                      for s in small]
+    doubled = works[-1].get_future().then(lambda f: f.value()[0] * 2)
+    for w in works:
+        w.wait()
+    check("large all_reduce in flight", big, big_want)
+    for k in range(4):
+        check(f"all_reduce queued behind it [{k}]", small[k], wants[k])
+    check("future.then", doubled.wait(), wants[3] * 2)
+    # A small collective that rank 0 issues and does not wait for (it sleeps) still completes
+    # for the ranks that wait: held back, it is posted by the completion thread within ms.
+    x = torch.ones(4)
+    if RANK == 0:
+        h = dist.all_reduce(x, async_op=True)
+        time.sleep(1.0)
+        h.wait()
+    else:
+        start = time.monotonic()
+        dist.all_reduce(x)
+        if time.monotonic() - start > 0.5:
+            failures.append(f"all_reduce waited {time.monotonic() - start:.2f} s for rank 0's "
+                            "held collective (posted only when rank 0 woke)")
+    check("all_reduce not waited for", x, torch.full((4,), float(N)))
     w = dist.barrier(async_op=True)
     w.wait()
     b = dist.broadcast(torch.ones(3), src=0, async_op=True)

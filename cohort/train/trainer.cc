@@ -21,6 +21,7 @@
 #include "cohort/train/components.h"
 #include "cohort/train/device_select.h"
 #include "cohort/train/evaluate.h"
+#include "cohort/train/init_weights.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/run_dir.h"
 #include "cohort/train/trainer_state.h"
@@ -94,6 +95,11 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
                    s_->data.train->size(), " samples)");
   s_->mesh = make_mesh(cfg, *s_->world);  // collective when the model is split
   s_->model = s_->mesh ? make_model(cfg, *s_->mesh) : make_model(cfg);
+  COHORT_CHECK_ARG(!s_->mesh || cfg.get_string("model.init_from").empty(),
+                   "config: model.init_from with a model split over ranks (parallel.pp or "
+                   "parallel.tp > 1) is not supported: load the weights into the whole model "
+                   "(pp = tp = 1)");
+  s_->init_weights = load_initial_weights(cfg, *s_->model);  // before it moves to its device
   s_->device = select_device(cfg, s_->world->size);
   if (cfg.get_string("train.precision") == "bf16")
     s_->precision = std::make_unique<ops::MatmulPrecisionScope>(ops::MatmulPrecision::kBF16);

@@ -177,10 +177,16 @@ BatchPrefetch make_feed(const Trainer::State& s) {
   return BatchPrefetch(s.device, s.cfg.get_int("data.prefetch") > 0);
 }
 
+// train.eval_at_start: one evaluation before the first step of a fresh run.
+bool evaluates_at_start(const Trainer::State& s) {
+  return s.cfg.get_bool("train.eval_at_start") && s.step == 0;
+}
+
 }  // namespace
 
 void Trainer::run_epochs(Progress& p) {
   State& s = *s_;
+  if (evaluates_at_start(s)) log_eval(s, p, evaluate(), 0);
   data::LoaderOptions lo{.batch = s.batch,
                          .shuffle = s.cfg.get_bool("data.shuffle"),
                          .seed = uint64_t(s.cfg.get_int("run.seed")),
@@ -253,6 +259,7 @@ StepInput draw_text_step(Trainer::State& s, const data::TextDataset& text, int64
 
 void Trainer::run_text(Progress& p) {
   State& s = *s_;
+  if (evaluates_at_start(s)) log_eval(s, p, evaluate(), 0);
   auto& text = static_cast<const data::TextDataset&>(*s.data.train);
   BatchPrefetch feed = make_feed(s);
   int64_t drawn = s.step;  // the step whose batches are drawn next (one ahead on a device)

@@ -77,6 +77,11 @@ void print_start(const Trainer::State& s) {
               s.mesh ? " on rank 0 (its pipeline stage and tensor-parallel shard)" : "",
               long(s.total_steps), num_threads(), workers.c_str(), where.c_str(), products.c_str(),
               s.run_dir.c_str());
+  const InitReport& w = s.init_weights;
+  if (!w.path.empty()) {
+    std::printf("cohort train: initial weights from %s: %d tensor(s)%s\n", w.path.c_str(), w.loaded,
+                w.kept ? detail::str(", ", w.kept, " left at their initialisation").c_str() : "");
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "cohort/parallel/strategy.h"
 #include "cohort/train/components.h"
 #include "cohort/train/energy_account.h"
+#include "cohort/train/init_weights.h"
 #include "cohort/train/memory_account.h"
 #include "cohort/train/step_metrics.h"
 #include "cohort/train/straggler.h"
@@ -88,6 +89,7 @@ struct Trainer::State {
   int64_t samples = 0;
   double loss_ema = 0;
   EvalResult last_eval;
+  InitReport init_weights;  // model.init_from: what was loaded
   Clock::time_point start;
 
   int64_t last_saved_step = -1;

@@ -105,6 +105,18 @@ void add_model_keys(ConfigRegistry& r) {
          1.0});
   r.add({"model.block_size", T::kInt, int64_t(128), "GPT: context length in bytes.", "", {}, 2.0});
   r.add({"model.dropout", T::kFloat, 0.0, "GPT: dropout probability.", "", {}, 0.0, 0.99});
+  r.add({"model.init_from", T::kString, std::string(""),
+         "Starting weights: a safetensors file (e.g. saved from PyTorch, or a cohort "
+         "checkpoint's model.safetensors). Every tensor of the model must be in it with the "
+         "same name and shape, unless model.init_skip leaves it out; float16/bfloat16/float64 "
+         "convert. A resumed run starts from its checkpoint instead (docs/models.md)."});
+  r.add({"model.init_map", T::kString, std::string(""),
+         "model.init_from: renames, comma-separated FROM=TO pairs of name prefixes applied to "
+         "the file's tensor names (`features.0.=conv1., classifier.=fc2.`)."});
+  r.add({"model.init_skip", T::kString, std::string(""),
+         "model.init_from: tensors to leave out, comma-separated names or prefixes ending in "
+         "`.` (`fc2.`): the file's are ignored, the model's keep their initialisation (a new "
+         "classifier head)."});
 }
 
 void add_data_keys(ConfigRegistry& r) {
@@ -227,6 +239,9 @@ void add_train_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  r.add({"train.eval_at_start", T::kBool, false,
+         "Evaluate once before the first step (logged as after step 0): what weights loaded "
+         "with model.init_from score before any training. Not on a resumed run."});
   r.add({"train.eval_every",
          T::kInt,
          int64_t(0),

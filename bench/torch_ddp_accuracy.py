@@ -29,6 +29,8 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--limit", type=int, default=0, help="first N training samples (0: all)")
+    p.add_argument("--model", default="mlp", choices=["mlp", "cnn"],
+                   help="cnn: bench/torch_fashion_accuracy.py's CNN, lr 0.02 (as cohort's)")
     a = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group(a.backend)
@@ -40,8 +42,8 @@ def main():
     train = torch.utils.data.TensorDataset(x, y)
     sampler = torch.utils.data.distributed.DistributedSampler(train, world, rank, seed=a.seed)
     loader = torch.utils.data.DataLoader(train, batch_size=64, sampler=sampler)
-    net = DDP(model("mlp"))
-    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    net = DDP(model(a.model))
+    opt = torch.optim.SGD(net.parameters(), lr=0.05 if a.model == "mlp" else 0.02, momentum=0.9)
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
         for xb, yb in loader:
@@ -52,7 +54,7 @@ def main():
     with torch.no_grad():  # each rank scores every test image: the same model everywhere
         accuracy = (net.module(tx).argmax(1) == ty).float().mean().item()
     if rank == 0:
-        print(json.dumps({"script": "ddp", "backend": a.backend, "seed": a.seed,
+        print(json.dumps({"script": "ddp", "model": a.model, "backend": a.backend, "seed": a.seed,
                           "workers": world, "epochs": a.epochs, "accuracy": accuracy}), flush=True)
     dist.destroy_process_group()
 

@@ -28,10 +28,27 @@ void check_combination(const Config& cfg) {
   }
 }
 
+namespace {
+
+// The built-in image data sets: 28x28 grey, 10 classes, flat for the MLP.
+ModelInputs builtin_inputs(bool flat) {
+  return {flat ? Shape{784} : Shape{1, 28, 28}, 10};
+}
+
+int64_t product(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+}  // namespace
+
 DataSplits make_data(const Config& cfg) {
   const std::string& dataset = cfg.get_string("data.dataset");
+  if (dataset == "csv" || dataset == "numpy") return make_file_data(cfg);
   bool flat = cfg.get_string("model.type") == "mlp";
   DataSplits d;
+  d.inputs = builtin_inputs(flat);
   if (dataset == "fashion_mnist") {
     data::FashionMnistOptions o;
     o.dir = cfg.get_string("data.path");
@@ -69,17 +86,37 @@ DataSplits make_data(const Config& cfg) {
   return d;
 }
 
+ModelInputs model_inputs(const Config& cfg) {
+  const std::string& dataset = cfg.get_string("data.dataset");
+  if (dataset == "csv" || dataset == "numpy") return make_file_data(cfg).inputs;
+  return builtin_inputs(cfg.get_string("model.type") == "mlp");
+}
+
 std::shared_ptr<nn::Module> make_model(const Config& cfg) {
+  if (cfg.get_string("model.type") == "gpt") return std::make_shared<nn::GPT>(gpt_options(cfg));
+  return make_model(cfg, model_inputs(cfg));
+}
+
+std::shared_ptr<nn::Module> make_model(const Config& cfg, const ModelInputs& in) {
   const std::string& type = cfg.get_string("model.type");
   uint64_t seed = uint64_t(cfg.get_int("run.seed"));
+  if (type == "gpt") return std::make_shared<nn::GPT>(gpt_options(cfg));
   if (type == "mlp") {
-    std::vector<int64_t> sizes{784};
+    std::vector<int64_t> sizes{product(in.sample_shape)};
     for (int64_t h : cfg.get_int_list("model.hidden")) sizes.push_back(h);
-    sizes.push_back(10);
+    sizes.push_back(in.classes);
     return std::make_shared<nn::MLP>(sizes, nn::MlpOptions{seed});
   }
-  if (type == "cnn") return std::make_shared<nn::CNN>(nn::CnnOptions{seed});
-  return std::make_shared<nn::GPT>(gpt_options(cfg));
+  COHORT_CHECK_ARG(in.sample_shape.size() == 3,
+                   "config: model.type = \"cnn\" needs images, but "
+                   "the data's samples have shape ",
+                   shape_str(in.sample_shape),
+                   ": set data.shape = [channels, height, width] (e.g. [1, 28, 28])");
+  return std::make_shared<nn::CNN>(nn::CnnOptions{.seed = seed,
+                                                  .channels = in.sample_shape[0],
+                                                  .height = in.sample_shape[1],
+                                                  .width = in.sample_shape[2],
+                                                  .classes = in.classes});
 }
 
 std::shared_ptr<const parallel::DeviceMesh> make_mesh(const Config& cfg, TrainWorld& world) {

@@ -14,17 +14,31 @@
 
 namespace cohort::train {
 
+// What a classifier is sized from, taken from the data: one sample's shape ({features} for
+// flat rows, {C, H, W} for images) and the number of classes.
+struct ModelInputs {
+  Shape sample_shape;
+  int64_t classes = 0;
+};
+
 // Training and evaluation splits. `text` is set for language modelling (random windows).
 struct DataSplits {
   std::shared_ptr<const data::Dataset> train;
   std::shared_ptr<const data::Dataset> eval;
   bool is_text = false;
   std::string eval_name;  // "test" or "validation"
+  ModelInputs inputs;     // unset for text
 };
 
 void check_combination(const Config& cfg);
 DataSplits make_data(const Config& cfg);
-std::shared_ptr<nn::Module> make_model(const Config& cfg);
+// csv and numpy (file_data.cc): the files data.* names, with the model's inputs from them.
+DataSplits make_file_data(const Config& cfg);
+// The model's inputs for the configured data: constants for the built-in data sets; csv and
+// numpy read the training file (for roles that build a model without the data: PS servers).
+ModelInputs model_inputs(const Config& cfg);
+std::shared_ptr<nn::Module> make_model(const Config& cfg, const ModelInputs& inputs);
+std::shared_ptr<nn::Module> make_model(const Config& cfg);  // with model_inputs(cfg)
 // The GPT's options from model.* and run.seed.
 nn::GptOptions gpt_options(const Config& cfg);
 // When the model is split over ranks (parallel.pp or parallel.tp > 1, or a strategy that always

@@ -94,7 +94,7 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
                    "config: data.batch_size ", s_->batch, " is larger than the training set (",
                    s_->data.train->size(), " samples)");
   s_->mesh = make_mesh(cfg, *s_->world);  // collective when the model is split
-  s_->model = s_->mesh ? make_model(cfg, *s_->mesh) : make_model(cfg);
+  s_->model = s_->mesh ? make_model(cfg, *s_->mesh) : make_model(cfg, s_->data.inputs);
   COHORT_CHECK_ARG(!s_->mesh || cfg.get_string("model.init_from").empty(),
                    "config: model.init_from with a model split over ranks (parallel.pp or "
                    "parallel.tp > 1) is not supported: load the weights into the whole model "

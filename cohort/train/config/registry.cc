@@ -123,13 +123,36 @@ void add_data_keys(ConfigRegistry& r) {
   r.add({"data.dataset",
          T::kString,
          std::string("fashion_mnist"),
-         "Dataset.",
+         "Dataset: the built-in ones, or `csv` and `numpy` files of one's own (docs/data.md).",
          "",
-         {"fashion_mnist", "text", "synthetic"}});
+         {"fashion_mnist", "text", "synthetic", "csv", "numpy"}});
   r.add({"data.path", T::kString, std::string(""),
          "fashion_mnist: directory of the IDX .gz files (default: Debian's "
          "/usr/share/datasets/fashion-mnist). text: a text file (default: the King James "
-         "Bible from bible-kjv-text)."});
+         "Bible from bible-kjv-text). csv: the training file (numeric columns and a label "
+         "column). numpy: a .npz with arrays x and y (and x_test, y_test for the test split), "
+         "or a directory with x.npy and y.npy."});
+  r.add({"data.eval_path", T::kString, std::string(""),
+         "csv, numpy: the evaluation split's file. Empty: a .npz's x_test and y_test if it has "
+         "them, else the last data.val_fraction of the training rows (so shuffle a sorted "
+         "file)."});
+  r.add({"data.label_column", T::kString, std::string(""),
+         "csv: the label column: its header name, or its 0-based number; empty: the last."});
+  r.add({"data.header",
+         T::kString,
+         std::string("auto"),
+         "csv: whether the first row names the columns; `auto`: when any of its fields is not "
+         "a number.",
+         "",
+         {"auto", "true", "false"}});
+  r.add({"data.shape",
+         T::kIntList,
+         std::vector<int64_t>{},
+         "csv, numpy: one sample's shape for the model, e.g. [1, 28, 28] (channels, height, "
+         "width) for model.type = `cnn` on flat rows; empty: as the file has it.",
+         "",
+         {},
+         1.0});
   r.add({"data.batch_size",
          T::kInt,
          int64_t(64),
@@ -139,13 +162,16 @@ void add_data_keys(ConfigRegistry& r) {
          {},
          1.0});
   r.add({"data.shuffle", T::kBool, true, "Reshuffle the training set every epoch."});
-  r.add({"data.mean", T::kFloat, 0.2860, "fashion_mnist: normalisation mean."});
-  r.add({"data.std", T::kFloat, 0.3530, "fashion_mnist: normalisation std.", "", {}, 1e-6});
+  r.add({"data.mean", T::kFloat, 0.2860,
+         "Normalisation x = (value - mean) / std. fashion_mnist: of pixels scaled to [0, 1] "
+         "(the default is the training set's). csv, numpy: of the file's values, applied only "
+         "when data.mean or data.std is set."});
+  r.add({"data.std", T::kFloat, 0.3530, "See data.mean.", "", {}, 1e-6});
   r.add({"data.val_fraction",
          T::kFloat,
          0.1,
-         "text: fraction held out for validation (the "
-         "end of the file).",
+         "text: fraction held out for validation (the end of the file). csv, numpy: the same, "
+         "of the training rows, when there is no test split.",
          "",
          {},
          0.0001,

@@ -130,7 +130,7 @@ FlServerSummary run_fl_server(const Config& cfg, const FlServerArgs& args) {
   summary.run_dir = make_run_dir(cfg, true);
   const DataSplits data = make_data(cfg);
   write_partition(cfg, *data.train, summary.run_dir);
-  const fl::FlatModel model(make_model(cfg));
+  const fl::FlatModel model(make_model(cfg, data.inputs));
   const fl::Security sec = fl::server_security(cfg);
   federated::FlServerOptions so;
   so.service.name = "federated server";

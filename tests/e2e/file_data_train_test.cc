@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "tests/e2e/run_cli.h"
+#include "tests/support/files.h"
 
 namespace cohort {
 namespace {
@@ -35,17 +36,15 @@ void write_csv(const fs::path& path, int rows, bool header, int seed) {
 
 class FileDataTrain : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("cohort_file_data_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string train(const std::string& sets) {
-    return "train " COHORT_SOURCE_DIR "/examples/fashion_mlp.toml --set model.type=mlp --set model.hidden=[16] --set run.progress=none "
+    return "train " COHORT_SOURCE_DIR
+           "/examples/fashion_mlp.toml --set model.type=mlp --set model.hidden=[16] --set "
+           "run.progress=none "
            "--set optim.lr=0.1 --set train.epochs=3 --set run.dir=" +
            (dir_ / "runs").string() + " " + sets;
   }
-  fs::path dir_;
+  testing::TempDir tmp_;
+  const fs::path dir_{tmp_.path()};
 };
 
 double final_accuracy(const std::string& out) {

@@ -13,7 +13,8 @@
 #include <random>
 #include <thread>
 
-#include "tests/support/errors.h"
+#include "tests/support/files.h"
+#include "tests/unit/data_test_util.h"
 
 namespace cohort::data {
 namespace {
@@ -22,12 +23,6 @@ namespace fs = std::filesystem;
 
 class CsvDatasetTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("cohort_csv_dataset_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Writes `text` byte for byte (CRLF stays CRLF) and returns options naming the file.
   CsvOptions file(const std::string& text, const std::string& name = "data.csv") {
     const std::string path = (dir_ / name).string();
@@ -36,16 +31,9 @@ class CsvDatasetTest : public ::testing::Test {
     o.path = path;
     return o;
   }
-  fs::path dir_;
+  testing::TempDir tmp_;
+  const fs::path dir_{tmp_.path()};
 };
-
-// The error of type E that fn throws names every one of `words`.
-template <typename E, typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> words) {
-  const std::string msg = testing::error_of<E>(fn);
-  for (const std::string& w : words)
-    EXPECT_NE(msg.find(w), std::string::npos) << w << " in: " << msg;
-}
 
 // Errors a file's text gets from the constructor.
 void expect_csv_error(const CsvOptions& o, std::initializer_list<std::string> words) {

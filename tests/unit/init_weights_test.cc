@@ -10,21 +10,17 @@
 #include "cohort/ckpt/safetensors.h"
 #include "cohort/nn/models/mlp.h"
 #include "cohort/train/config/train_config.h"
-#include "tests/support/errors.h"
+#include "tests/support/files.h"
+#include "tests/unit/data_test_util.h"
 
 namespace cohort::train {
 namespace {
 
 namespace fs = std::filesystem;
+using data::expect_error;
 
 class InitWeights : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("cohort_init_weights_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Writes `tensors` as a safetensors file and returns a config whose model.init_* keys say it.
   Config config(const NamedTensors& tensors, const std::string& map = "",
                 const std::string& skip = "") {
@@ -43,19 +39,12 @@ class InitWeights : public ::testing::Test {
     for (auto& [name, t] : m.named_parameters()) out.emplace_back(name, t.clone_raw());
     return out;
   }
-  fs::path dir_;
+  testing::TempDir tmp_;
+  const fs::path dir_{tmp_.path()};
 };
 
 std::vector<float> values(const nn::Module& m, const std::string& name) {
   return m.state_dict().at(name).to_vector<float>();
-}
-
-// The error of type E that fn throws names every one of `words`.
-template <typename E, typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> words) {
-  const std::string msg = testing::error_of<E>(fn);
-  for (const std::string& w : words)
-    EXPECT_NE(msg.find(w), std::string::npos) << w << " in: " << msg;
 }
 
 TEST_F(InitWeights, EveryTensorComesFromTheFile) {

@@ -12,7 +12,8 @@
 #include <fstream>
 #include <memory>
 
-#include "tests/support/errors.h"
+#include "tests/support/files.h"
+#include "tests/unit/data_test_util.h"
 
 namespace cohort::data {
 namespace {
@@ -156,22 +157,8 @@ Bytes zip(const std::vector<Member>& members, bool zip64 = false) {
 const Bytes kX = npy<float>("<f4", {3, 2}, {0, 1, 2, 3, 4, 5});
 const Bytes kY = npy<int64_t>("<i8", {3}, {0, 2, 1});
 
-// The error of type E that fn throws names every one of `words`.
-template <typename E, typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> words) {
-  const std::string msg = testing::error_of<E>(fn);
-  for (const std::string& w : words)
-    EXPECT_NE(msg.find(w), std::string::npos) << w << " in: " << msg;
-}
-
 class NumpyData : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("cohort_numpy_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string write(const std::string& name, const Bytes& bytes) {
     const fs::path p = dir_ / name;
     fs::create_directories(p.parent_path());
@@ -190,7 +177,8 @@ class NumpyData : public ::testing::Test {
     const std::string path = npz(x, y);
     expect_error<InvalidArgument>([&] { open(path); }, words);
   }
-  fs::path dir_;
+  testing::TempDir tmp_;
+  const fs::path dir_{tmp_.path()};
 };
 
 std::vector<float> xs(const NumpyDataset& d, std::vector<int64_t> idx) {

@@ -2,7 +2,6 @@
 // files (features, classes, image shape) trains with 2 workers, and a file that does not fit is
 // an error naming the file and the line.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>

@@ -3,7 +3,6 @@
 #include "cohort/data/csv.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>

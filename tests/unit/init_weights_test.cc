@@ -3,7 +3,6 @@
 #include "cohort/train/init_weights.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 

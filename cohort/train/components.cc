@@ -10,6 +10,7 @@
 #include "cohort/optim/sgd.h"
 #include "cohort/parallel/pipeline/model_parallel_strategy.h"
 #include "cohort/parallel/strategy_registry.h"
+#include "cohort/train/extensions.h"
 
 namespace cohort::train {
 
@@ -17,8 +18,10 @@ void check_combination(const Config& cfg) {
   const std::string& model = cfg.get_string("model.type");
   const std::string& dataset = cfg.get_string("data.dataset");
   bool lm = model == "gpt";
+  // A registered model or data set knows what it takes (train/extensions.h).
+  const bool registered = is_registered_model(model) || is_registered_dataset(dataset);
   COHORT_CHECK_ARG(
-      lm == (dataset == "text"), "config: model.type = \"", model,
+      registered || lm == (dataset == "text"), "config: model.type = \"", model,
       "\" cannot train on data.dataset = \"", dataset, "\" (",
       lm ? "a GPT needs data.dataset = \"text\"" : "text data needs model.type = \"gpt\"", ")");
   if (lm) {
@@ -46,6 +49,7 @@ int64_t product(const Shape& s) {
 DataSplits make_data(const Config& cfg) {
   const std::string& dataset = cfg.get_string("data.dataset");
   if (dataset == "csv" || dataset == "numpy") return make_file_data(cfg);
+  if (is_registered_dataset(dataset)) return make_registered_dataset(dataset, cfg);
   bool flat = cfg.get_string("model.type") == "mlp";
   DataSplits d;
   d.inputs = builtin_inputs(flat);
@@ -89,6 +93,7 @@ DataSplits make_data(const Config& cfg) {
 ModelInputs model_inputs(const Config& cfg) {
   const std::string& dataset = cfg.get_string("data.dataset");
   if (dataset == "csv" || dataset == "numpy") return make_file_data(cfg).inputs;
+  if (is_registered_dataset(dataset)) return make_registered_dataset(dataset, cfg).inputs;
   return builtin_inputs(cfg.get_string("model.type") == "mlp");
 }
 
@@ -101,6 +106,7 @@ std::shared_ptr<nn::Module> make_model(const Config& cfg, const ModelInputs& in)
   const std::string& type = cfg.get_string("model.type");
   uint64_t seed = uint64_t(cfg.get_int("run.seed"));
   if (type == "gpt") return std::make_shared<nn::GPT>(gpt_options(cfg));
+  if (is_registered_model(type)) return make_registered_model(type, cfg, in);
   if (type == "mlp") {
     std::vector<int64_t> sizes{product(in.sample_shape)};
     for (int64_t h : cfg.get_int_list("model.hidden")) sizes.push_back(h);

@@ -1,6 +1,8 @@
 // Declarations of every `cohort train` key: the single source of docs/config.md.
 #include "cohort/train/config/train_config.h"
 
+#include "cohort/train/config/extension_registry.h"
+
 namespace cohort::train {
 namespace {
 
@@ -81,12 +83,12 @@ void add_run_keys(ConfigRegistry& r) {
 }
 
 void add_model_keys(ConfigRegistry& r) {
-  r.add({"model.type",
-         T::kString,
-         std::string("mlp"),
-         "Model architecture.",
-         "",
-         {"mlp", "cnn", "gpt"}});
+  std::vector<std::string> models = {"mlp", "cnn", "gpt"};
+  for (const std::string& m : registered_models()) models.push_back(m);
+  r.add({"model.type", T::kString, std::string("mlp"),
+         "Model architecture: a built-in one, or one a program registered "
+         "(train/extensions.h, docs/models.md).",
+         "", models});
   r.add({"model.hidden",
          T::kIntList,
          std::vector<int64_t>{512, 256},
@@ -120,12 +122,12 @@ void add_model_keys(ConfigRegistry& r) {
 }
 
 void add_data_keys(ConfigRegistry& r) {
-  r.add({"data.dataset",
-         T::kString,
-         std::string("fashion_mnist"),
-         "Dataset: the built-in ones, or `csv` and `numpy` files of one's own (docs/data.md).",
-         "",
-         {"fashion_mnist", "text", "synthetic", "csv", "numpy"}});
+  std::vector<std::string> datasets = {"fashion_mnist", "text", "synthetic", "csv", "numpy"};
+  for (const std::string& d : registered_datasets()) datasets.push_back(d);
+  r.add({"data.dataset", T::kString, std::string("fashion_mnist"),
+         "Dataset: the built-in ones, `csv` and `numpy` files of one's own (docs/data.md), or "
+         "one a program registered (train/extensions.h).",
+         "", datasets});
   r.add({"data.path", T::kString, std::string(""),
          "fashion_mnist: directory of the IDX .gz files (default: Debian's "
          "/usr/share/datasets/fashion-mnist). text: a text file (default: the King James "
@@ -301,6 +303,7 @@ ConfigRegistry build() {
   add_run_keys(r);
   add_model_keys(r);
   add_data_keys(r);
+  declare_extension_keys(r);  // the registered models' and data sets' own sections
   add_optim_keys(r);
   add_train_keys(r);
   add_distributed_keys(r);  // train/config/registry_dist.cc

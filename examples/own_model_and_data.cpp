@@ -4,8 +4,9 @@
 // interleaved spirals (a classic that a plain linear model cannot separate), generated from
 // config keys of its own. Every strategy, checkpoints and metrics work as with built-ins:
 //
-//   own_model_and_data train examples/fashion_mlp.toml --workers 2 \
+//   own_model_and_data train examples/fashion_mlp.toml --workers 2
 //       --set model.type=residual_mlp --set data.dataset=spirals --set train.epochs=20
+//   (one command line)
 #include <cmath>
 
 #include "cohort/data/synthetic.h"

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cohort/core/error.h"
+#include "cohort/data/hex.h"
 
 namespace cohort::data {
 namespace {
@@ -29,12 +30,6 @@ std::string dims_str(const std::vector<int64_t>& dims) {
   std::string s;
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? " x " : "") + std::to_string(dims[i]);
   return s;
-}
-
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
 }
 
 // Reads up to n bytes; returns how many arrived before the end of the (decompressed) stream.

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "cohort/core/error.h"
+#include "cohort/data/hex.h"
 
 namespace cohort::data {
 
@@ -54,12 +55,6 @@ constexpr uint32_t kMax32 = 0xffffffff;
 constexpr uint16_t kZip64ExtraId = 0x0001;
 // zlib counts in uInt (32 bits); larger members are fed and drained in pieces of this size.
 constexpr uint64_t kZlibChunk = uint64_t(1) << 30;
-
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
 
 // Little-endian reads at offsets that come from the file itself, so each record is bounds-checked
 // (need) before its fields are read.

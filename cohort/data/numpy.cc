@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cohort/core/error.h"
+#include "cohort/data/npy_array.h"
 #include "cohort/data/npz.h"
 
 namespace cohort::data {
@@ -24,8 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-enum class Elem { kF32, kF64, kU8, kI64, kI32, kBool, kOther };
-
 // Which array of the pair is being read: decides the dtypes and ranks it may have.
 struct Role {
   const char* what;  // "inputs", "labels"
@@ -33,18 +32,6 @@ struct Role {
 };
 constexpr Role kInputs{"inputs", false};
 constexpr Role kLabels{"labels", true};
-
-struct NpyArray {
-  std::string where;  // "dir/x.npy" or "data.npz:x.npy", for errors
-  std::string descr;  // as the header says it: "<f4"
-  Elem elem = Elem::kOther;
-  int64_t itemsize = 0;
-  Shape shape;
-  // Row-major elements. Not necessarily aligned (a zip member starts anywhere), so elements are
-  // read with memcpy.
-  const uint8_t* data = nullptr;
-  std::shared_ptr<const void> owner;  // the mapping or the inflated buffer `data` points into
-};
 
 template <typename T>
 T load(const uint8_t* p) {
@@ -173,7 +160,7 @@ class HeaderParser {
 
 // The element type of a descr like '<f4' (kOther if unknown). Byte order and Python objects are
 // refused here, for either role; whether the type suits the role is checked by check_role.
-Elem parse_descr(const std::string& d, const std::string& where, int64_t& itemsize) {
+npy_detail::Elem parse_descr(const std::string& d, const std::string& where, int64_t& itemsize) {
   COHORT_CHECK_ARG(d.size() >= 2 && std::string_view("<>|=").find(d[0]) != std::string_view::npos,
                    where, ": dtype '", d, "' is not a simple type like '<f4'");
   COHORT_CHECK_ARG(d[1] != 'O', where, ": dtype '", d,
@@ -184,26 +171,32 @@ Elem parse_descr(const std::string& d, const std::string& where, int64_t& itemsi
                    d.substr(1), "'))");
   struct Known {
     std::string_view code;
-    Elem elem;
+    npy_detail::Elem elem;
     int64_t size;
   };
-  static constexpr Known kKnown[] = {{"f4", Elem::kF32, 4}, {"f8", Elem::kF64, 8},
-                                     {"u1", Elem::kU8, 1},  {"i8", Elem::kI64, 8},
-                                     {"i4", Elem::kI32, 4}, {"b1", Elem::kBool, 1}};
+  static constexpr Known kKnown[] = {
+      {"f4", npy_detail::Elem::kF32, 4}, {"f8", npy_detail::Elem::kF64, 8},
+      {"u1", npy_detail::Elem::kU8, 1},  {"i8", npy_detail::Elem::kI64, 8},
+      {"i4", npy_detail::Elem::kI32, 4}, {"b1", npy_detail::Elem::kBool, 1}};
   for (const Known& k : kKnown) {
     if (d.substr(1) == k.code) {
       itemsize = k.size;
       return k.elem;
     }
   }
-  return Elem::kOther;
+  return npy_detail::Elem::kOther;
 }
 
-void check_role(const NpyArray& a, Role role) {
-  static constexpr Elem kInputTypes[] = {Elem::kF32, Elem::kF64, Elem::kU8, Elem::kI64, Elem::kI32};
-  static constexpr Elem kLabelTypes[] = {Elem::kI64, Elem::kI32, Elem::kU8, Elem::kBool};
-  const std::span<const Elem> ok =
-      role.labels ? std::span<const Elem>(kLabelTypes) : std::span<const Elem>(kInputTypes);
+void check_role(const npy_detail::NpyArray& a, Role role) {
+  static constexpr npy_detail::Elem kInputTypes[] = {npy_detail::Elem::kF32, npy_detail::Elem::kF64,
+                                                     npy_detail::Elem::kU8, npy_detail::Elem::kI64,
+                                                     npy_detail::Elem::kI32};
+  static constexpr npy_detail::Elem kLabelTypes[] = {npy_detail::Elem::kI64, npy_detail::Elem::kI32,
+                                                     npy_detail::Elem::kU8,
+                                                     npy_detail::Elem::kBool};
+  const std::span<const npy_detail::Elem> ok = role.labels
+                                                   ? std::span<const npy_detail::Elem>(kLabelTypes)
+                                                   : std::span<const npy_detail::Elem>(kInputTypes);
   COHORT_CHECK_ARG(std::find(ok.begin(), ok.end(), a.elem) != ok.end(), a.where, ": ", role.what,
                    " have dtype '", a.descr, "'; expected ",
                    role.labels ? "int64 '<i8', int32 '<i4', uint8 '|u1' or bool '|b1' (class "
@@ -221,7 +214,7 @@ void check_role(const NpyArray& a, Role role) {
 }
 
 // The data after the header must be exactly what the shape and dtype promise.
-void check_size(const NpyArray& a, uint64_t available) {
+void check_size(const npy_detail::NpyArray& a, uint64_t available) {
   int64_t bytes = a.itemsize;
   for (int64_t d : a.shape) {
     COHORT_CHECK_ARG(!__builtin_mul_overflow(bytes, d, &bytes), a.where, ": shape ",
@@ -260,7 +253,7 @@ const HeaderValue& field(const Header& h, const char* key, HeaderValue::Kind kin
 
 // Magic "\x93NUMPY", version byte pair, header length (uint16 in 1.0, uint32 in 2.0 and 3.0),
 // the header, then the data.
-NpyArray read_npy(OwnedBytes in, const std::string& where, Role role) {
+npy_detail::NpyArray read_npy(OwnedBytes in, const std::string& where, Role role) {
   const std::span<const uint8_t> b = in.bytes;
   COHORT_CHECK_ARG(has_npy_magic(b), where, ": not a .npy array: starts with \"", printable(b),
                    "\", expected the magic \"\\x93NUMPY\"");
@@ -276,7 +269,7 @@ NpyArray read_npy(OwnedBytes in, const std::string& where, Role role) {
   const std::string_view text(reinterpret_cast<const char*>(b.data() + start), header_len);
   const Header h = HeaderParser(text, where).parse();
   using Kind = HeaderValue::Kind;
-  NpyArray a;
+  npy_detail::NpyArray a;
   a.where = where;
   a.descr = field(h, "descr", Kind::kString, "(a dtype string like '<f4')", where).text;
   a.elem = parse_descr(a.descr, where, a.itemsize);
@@ -303,7 +296,7 @@ std::string npy_files_in(const fs::path& dir) {
   return s.empty() ? "no .npy files" : s;
 }
 
-NpyArray load_from_dir(const std::string& dir, const std::string& key, Role role) {
+npy_detail::NpyArray load_from_dir(const std::string& dir, const std::string& key, Role role) {
   const fs::path file = fs::path(dir) / (key + ".npy");
   std::error_code ec;
   COHORT_CHECK_IO(fs::is_regular_file(file, ec), file.string(), " does not exist; ", dir, " holds ",
@@ -322,8 +315,9 @@ const ZipMember* find_member(const std::vector<ZipMember>& members, const std::s
   return nullptr;
 }
 
-NpyArray load_member(const std::shared_ptr<const MappedFile>& zip,
-                     const std::vector<ZipMember>& members, const std::string& key, Role role) {
+npy_detail::NpyArray load_member(const std::shared_ptr<const MappedFile>& zip,
+                                 const std::vector<ZipMember>& members, const std::string& key,
+                                 Role role) {
   const ZipMember* m = find_member(members, key);
   if (m == nullptr) {
     std::string names;  // as np.load lists them: without ".npy"
@@ -338,14 +332,14 @@ NpyArray load_member(const std::shared_ptr<const MappedFile>& zip,
   return read_npy(zip_member_data(zip, *m), zip->path() + ":" + m->name, role);
 }
 
-int64_t label_at(const NpyArray& y, int64_t i) {
+int64_t label_at(const npy_detail::NpyArray& y, int64_t i) {
   const uint8_t* p = y.data + i * y.itemsize;
   switch (y.elem) {
-    case Elem::kI64:
+    case npy_detail::Elem::kI64:
       return load<int64_t>(p);
-    case Elem::kI32:
+    case npy_detail::Elem::kI32:
       return load<int32_t>(p);
-    case Elem::kBool:
+    case npy_detail::Elem::kBool:
       return *p != 0;
     default:
       return *p;  // uint8: the one other type check_role lets labels have
@@ -356,7 +350,7 @@ int64_t label_at(const NpyArray& y, int64_t i) {
 
 struct NumpyDataset::Data {
   std::string path;
-  NpyArray x, y;
+  npy_detail::NpyArray x, y;
   Shape sample_shape;
   int64_t n = 0;
   int64_t sample_len = 0;  // elements per sample
@@ -366,7 +360,7 @@ struct NumpyDataset::Data {
 namespace {
 
 void validate(NumpyDataset::Data& d) {
-  const NpyArray &x = d.x, &y = d.y;
+  const npy_detail::NpyArray &x = d.x, &y = d.y;
   COHORT_CHECK_ARG(x.shape[0] == y.shape[0], "NumPy data set ", d.path, ": inputs ", x.where,
                    " have shape ", shape_str(x.shape), " but labels ", y.where, " have shape ",
                    shape_str(y.shape), "; their first dimensions (the samples) must match");
@@ -460,19 +454,19 @@ Batch NumpyDataset::get_batch(std::span<const int64_t> indices) const {
   float* x = out.x.data<float>();
   const uint8_t* src = d.x.data;
   switch (d.x.elem) {
-    case Elem::kF32:
+    case npy_detail::Elem::kF32:
       gather_rows<float>(src, d.sample_len, indices, scale_, bias_, x);
       break;
-    case Elem::kF64:
+    case npy_detail::Elem::kF64:
       gather_rows<double>(src, d.sample_len, indices, scale_, bias_, x);
       break;
-    case Elem::kU8:
+    case npy_detail::Elem::kU8:
       gather_rows<uint8_t>(src, d.sample_len, indices, scale_, bias_, x);
       break;
-    case Elem::kI64:
+    case npy_detail::Elem::kI64:
       gather_rows<int64_t>(src, d.sample_len, indices, scale_, bias_, x);
       break;
-    case Elem::kI32:
+    case npy_detail::Elem::kI32:
       gather_rows<int32_t>(src, d.sample_len, indices, scale_, bias_, x);
       break;
     default:

@@ -75,6 +75,7 @@ std::string render_html(const nlohmann::json& data, const std::string& chartjs) 
     << "<h1>cohort report</h1>\n<div class=\"sub\" id=\"runs\"></div>\n"
     << "<div id=\"warnings\"></div>\n"
     << "<h2>Summary</h2><div class=\"section\" id=\"summary\"></div>\n"
+    << "<h2>Configuration</h2><div class=\"section\" id=\"config\"></div>\n"
     << "<h2>Loss and accuracy</h2><div class=\"section\" id=\"curves\"></div>\n"
     << "<h2>Step breakdown and throughput</h2><div class=\"section\" id=\"speed\"></div>\n"
     << "<h2>Scaling efficiency</h2><div class=\"section\" id=\"scaling\"></div>\n"

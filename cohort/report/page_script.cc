@@ -105,6 +105,19 @@ function drawSummary() {
           fmt(s.wall_seconds, 1), fmt(s.train_seconds, 1), fmt(s.samples_per_s, 0),
           D.target_accuracy === null ? 'no target given' : fmt(s.time_to_target_s, 1)]; }));
 }
+// The keys whose values differ between the runs' recorded configs (config_diff.h).
+function drawConfig() {
+  const p = document.getElementById('config'), c = D.config_diff;
+  if (c.runs.length < 2) {
+    p.appendChild(el('p', null, 'One run: its configuration is in ' + D.runs[0].name +
+                                '/config.toml.'));
+  } else if (c.rows.length === 0) {
+    p.appendChild(el('p', null, 'The runs\' configurations are the same.'));
+  } else {
+    table(p, ['key'].concat(c.runs), c.rows.map(r => [r.key].concat(r.values)));
+  }
+  c.without_config.forEach(n => p.appendChild(el('p', 'warn', n + ' has no readable config.toml')));
+}
 function drawCurves() {
   const p = document.getElementById('curves');
   lineFigure(p, 'Training loss (rank 0)', 'step', 'loss', r => [{x: r.loss.step, y: r.loss.loss}]);
@@ -198,7 +211,7 @@ function drawEnergy() {
   lineFigure(parent, 'Evaluation accuracy vs energy', 'energy (J)', 'accuracy',
              r => [{x: r.eval.energy_j, y: r.eval.accuracy, points: true}]);
 }
-[drawSummary, drawCurves, drawBreakdown, drawThroughput, drawScaling, drawComm, drawEnergy]
+[drawSummary, drawConfig, drawCurves, drawBreakdown, drawThroughput, drawScaling, drawComm, drawEnergy]
     .forEach(f => f());
 )JS";
 }

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "cohort/core/error.h"
+#include "cohort/report/config_diff.h"
 #include "cohort/report/html.h"
 #include "cohort/report/run_data.h"
 
@@ -25,6 +26,9 @@ ReportResult write_report(const ReportOptions& o) {
   r.output =
       o.output.empty() ? (std::filesystem::path(o.run_dirs[0]) / "report.html").string() : o.output;
   nlohmann::json data = report_data(runs, o.figures);
+  const ConfigDiff diff = config_diff(runs);
+  data["config_diff"] = to_json(diff);
+  r.config_diff = to_text(diff);
   for (const nlohmann::json& w : data["scaling"]["warnings"]) r.warnings.push_back(w);
   std::string page = render_html(data, chartjs);
   // Written beside and renamed, so a reader never sees half a page.

@@ -17,6 +17,7 @@ struct ReportOptions {
 struct ReportResult {
   std::string output;                 // the page written
   std::vector<std::string> warnings;  // e.g. truncated last lines skipped
+  std::string config_diff;            // with 2+ runs: what differs in their configs (text)
 };
 
 // Reads every run, computes the figures and writes the page. InvalidArgument for bad input

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cohort/core/error.h"
+#include "cohort/report/config_diff.h"
 
 namespace cohort::report {
 namespace fs = std::filesystem;
@@ -98,6 +99,7 @@ RunData read_run(const std::string& dir) {
   run.name = fs::path(dir).lexically_normal().filename().string();
   if (run.name.empty()) run.name = fs::path(dir).lexically_normal().parent_path().filename();
   run.strategy = read_strategy(dir);
+  run.config = read_config(dir);
   for (nlohmann::json& j : read_jsonl(main.string(), &run.warnings)) {
     if (j.value("event", "") == "eval")
       run.evals.push_back(std::move(j));

@@ -13,7 +13,8 @@ void add_report_command(CLI::App& app, Handlers& h) {
   CLI::App* cmd = app.add_subcommand(
       "report",
       "Write an HTML report (loss, accuracy, throughput, step breakdown, scaling, "
-      "communication, energy) of one or more run directories");
+      "communication, energy) of one or more run directories; with several, what differs in "
+      "their configs");
   auto o = std::make_shared<report::ReportOptions>();
   auto compare = std::make_shared<bool>(false);
   cmd->add_option("run_dirs", o->run_dirs, "Run directories (runs/<name>)")->required();
@@ -30,7 +31,7 @@ void add_report_command(CLI::App& app, Handlers& h) {
       report::ReportResult r = report::write_report(*o);
       for (const std::string& w : r.warnings)
         std::fprintf(stderr, "cohort report: warning: %s\n", w.c_str());
-      std::printf("%s\n", r.output.c_str());
+      std::printf("%s%s\n", r.config_diff.c_str(), r.output.c_str());
       return 0;
     };
   });

@@ -23,11 +23,11 @@ struct RankRecords {
 
 struct RunData {
   std::string dir;
-  std::string name;                   // the directory's last component
-  std::string strategy;               // parallel.strategy from config.toml; "" when unknown
+  std::string name;                           // the directory's last component
+  std::string strategy;                       // parallel.strategy from config.toml; "" when unknown
   std::map<std::string, std::string> config;  // config.toml flattened (config_diff.h)
-  std::map<int, RankRecords> ranks;   // rank -> its records (0 always present)
-  std::vector<nlohmann::json> evals;  // rank 0's "eval" records
+  std::map<int, RankRecords> ranks;           // rank -> its records (0 always present)
+  std::vector<nlohmann::json> evals;          // rank 0's "eval" records
   std::map<int, std::vector<nlohmann::json>> servers;  // server index -> its records
   std::vector<std::string> warnings;  // e.g. a truncated last line that was skipped
 

@@ -14,7 +14,8 @@ using testing::contains;
 class OwnModelAndData : public ::testing::Test {
  protected:
   testing::CliResult run(const std::string& sets) {
-    return testing::run_shell(std::string(OWN_MODEL_BIN) + " train " COHORT_SOURCE_DIR
+    return testing::run_shell(std::string(OWN_MODEL_BIN) +
+                              " train " COHORT_SOURCE_DIR
                               "/examples/fashion_mlp.toml --set run.progress=none --set run.dir=" +
                               tmp_.path() + " " + sets);
   }
@@ -27,8 +28,9 @@ double final_accuracy(const std::string& out) {
 }
 
 TEST_F(OwnModelAndData, TheRegisteredModelLearnsTheRegisteredDataWithTwoWorkers) {
-  auto r = run("--workers 2 --set model.type=residual_mlp --set data.dataset=spirals "
-               "--set train.epochs=20");
+  auto r =
+      run("--workers 2 --set model.type=residual_mlp --set data.dataset=spirals "
+          "--set train.epochs=20");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r, "residual_mlp, 33730 parameters")) << r.output;
   EXPECT_GT(final_accuracy(r.output), 90.0) << r.output;  // a linear model stays near 50%

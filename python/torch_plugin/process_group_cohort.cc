@@ -142,6 +142,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::launch(Launch l) {
 }
 
 void ProcessGroupCohort::finish(WorkCohort& w) {
+  NoGrad no_grad;  // after_ copies into the caller's tensors, on whichever thread finishes
   std::exception_ptr error;
   try {
     w.inner_.wait_unobserved();

@@ -37,7 +37,14 @@ def test_example_matches_torch_powersgd(cohort_run):
     printed 3 decimals) and the loss goes down."""
     out = {}
     for hook, backend in (("cohort", "cohort"), ("torch", "gloo")):
-        r = cohort_run(2, EXAMPLE, "--hook", hook, "--backend", backend, "--steps", 20)
+        r = cohort_run(2, EXAMPLE, "--hook", hook, "--backend", backend, "--steps", 20,
+                       check=backend != "gloo")
+        if backend == "gloo" and r.returncode != 0:
+            # The peer's own rare abort at interpreter exit (torch 1.13's gloo with DDP: "terminate
+            # called without an active exception" after destroy_process_group; seen once in a CI
+            # run, 0 of 8 by hand). Its result line is printed before; anything else fails.
+            assert r.returncode == 134 and "terminate called without an active exception" in (
+                r.stdout + r.stderr), r.stdout + r.stderr
         line = [l for l in r.stdout.splitlines() if f"{hook} powersgd on {backend}: 2 ranks" in l]
         assert len(line) == 1, r.stdout + r.stderr
         out[hook] = line[0].split(", loss ")[1]

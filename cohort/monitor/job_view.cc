@@ -39,6 +39,17 @@ JobView::JobView(JobViewOptions options) : options_(options) {
 
 void JobView::ingest(int rank, const Json& record) {
   std::lock_guard lock(mu_);
+  ingest_locked(rank, record);
+}
+
+void JobView::ingest_at(int rank, const Json& record, double time_s) {
+  std::lock_guard lock(mu_);
+  replayed_ = true;
+  replay_s_ = time_s;
+  ingest_locked(rank, record);
+}
+
+void JobView::ingest_locked(int rank, const Json& record) {
   if (!record.is_object() || !record.contains("event") || !record["event"].is_string()) {
     ++malformed_;
     return;
@@ -108,8 +119,12 @@ void JobView::on_step(int rank, const Json& r) {
     const int slow = straggler_.value("rank", -1);
     for (auto& [k, v] : ranks_) v.straggler = k == slow;
   }
-  if (rank == 0) push_bounded(loss_, Json::array({t.step, number_in(r, "loss")}), options_.history);
-  push_bounded(throughput_, Json::array({elapsed_s(), job_samples_per_s()}), options_.history);
+  const double job_sps = job_samples_per_s();
+  if (rank == 0) {
+    push_bounded(loss_, Json::array({t.step, number_in(r, "loss")}), options_.history);
+    push_bounded(step_tput_, Json::array({t.step, job_sps}), options_.history);
+  }
+  push_bounded(throughput_, Json::array({elapsed_s(), job_sps}), options_.history);
 }
 
 void JobView::on_eval(const Json& r) {
@@ -119,7 +134,7 @@ void JobView::on_eval(const Json& r) {
 void JobView::event(const std::string& kind, const std::string& text) {
   std::lock_guard lock(mu_);
   if (kind == "restart") ++restarts_;
-  if (kind == "finished" || kind == "failed") state_ = kind;
+  if (kind == "finished" || kind == "failed" || kind == "incomplete") state_ = kind;
   add_event(kind, text);
 }
 
@@ -129,6 +144,7 @@ void JobView::add_event(const std::string& kind, const std::string& text) {
 }
 
 double JobView::elapsed_s() const {
+  if (replayed_) return replay_s_;
   return std::chrono::duration<double>(Clock::now() - started_).count();
 }
 
@@ -181,6 +197,7 @@ Json JobView::snapshot() const {
               {"ranks", ranks},
               {"loss", to_array(loss_)},
               {"throughput", to_array(throughput_)},
+              {"step_throughput", to_array(step_tput_)},
               {"evals", to_array(evals_)},
               {"events", to_array(events_)},
               {"summary", summary_}};

@@ -6,7 +6,12 @@
 // Record shapes are the trainer's (docs/training.md, "Metrics"): "start", "step", "eval",
 // "checkpoint", "summary". Per rank it keeps the latest step record and running totals
 // (samples, bytes, a histogram of step times); per job the loss curve (rank 0's steps), the
-// evaluations, the job's samples/s over time and an event list, each bounded by `history`.
+// evaluations, the job's samples/s over time and per step, and an event list, each bounded by
+// `history`.
+//
+// Live, a record's time is when it arrived (the steady clock since the view was made). A run
+// read back from its files (`cohort dashboard RUN_DIR`, monitor/replay.h) is fed with
+// ingest_at, whose time is the record's own: the same view, on the run's clock.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -60,7 +65,11 @@ class JobView {
   // wrong type) are skipped and counted; they come from our own workers (the stream is
   // authenticated), so they mean a bug, not an attack.
   void ingest(int rank, const Json& record);
-  // A launcher event: kind is "restart", "failure", "finished", ...
+  // The same, at `time_s` seconds into the run instead of now: a record replayed from a file.
+  // From the first call on, the view's clock is the records' (elapsed_s, event times).
+  void ingest_at(int rank, const Json& record, double time_s);
+  // A launcher event: kind is "restart", "failure", "finished", ... ("finished", "failed" and
+  // "incomplete", a replayed run without every rank's summary, also set the state).
   void event(const std::string& kind, const std::string& text);
 
   // Everything the page shows, as one JSON object (docs/monitoring.md, "/api/state").
@@ -73,6 +82,7 @@ class JobView {
 
  private:
   using Clock = std::chrono::steady_clock;
+  void ingest_locked(int rank, const Json& record);
   void dispatch(int rank, const std::string& kind, const Json& record);
   void on_step(int rank, const Json& r);
   void on_eval(const Json& r);
@@ -87,6 +97,7 @@ class JobView {
   std::map<int, RankTotals> ranks_;
   std::deque<Json> loss_;          // [step, loss] of rank 0
   std::deque<Json> throughput_;    // [elapsed s, job samples/s]
+  std::deque<Json> step_tput_;     // [rank 0's step, job samples/s], to compare runs by step
   std::deque<Json> evals_;         // eval records
   std::deque<Json> events_;        // {time_s, kind, text}
   Json start_ = Json::object();    // rank 0's "start" record
@@ -94,7 +105,9 @@ class JobView {
   Json straggler_;                 // the latest {"rank", "factor"}, or null
   int64_t restarts_ = 0;
   uint64_t malformed_ = 0;
-  std::string state_ = "starting";  // starting, running, finished, failed
+  std::string state_ = "starting";  // starting, running, finished, failed, incomplete
+  bool replayed_ = false;           // ingest_at was called: the clock is replay_s_
+  double replay_s_ = 0;
 };
 
 }  // namespace cohort::monitor

@@ -45,6 +45,7 @@ std::string read_strategy(const fs::path& dir) {
 }
 
 void add_record(RankRecords& r, nlohmann::json j) {
+  r.records.push_back(j);
   std::string event = j.value("event", "");
   if (event == "start")
     r.start = std::move(j);
@@ -101,10 +102,12 @@ RunData read_run(const std::string& dir) {
   run.strategy = read_strategy(dir);
   run.config = read_config(dir);
   for (nlohmann::json& j : read_jsonl(main.string(), &run.warnings)) {
-    if (j.value("event", "") == "eval")
+    if (j.value("event", "") == "eval") {
+      run.ranks[0].records.push_back(j);
       run.evals.push_back(std::move(j));
-    else
+    } else {
       add_record(run.ranks[0], std::move(j));
+    }
   }
   run.ranks[0];  // rank 0 is there even when the file held no step yet
   static const std::regex kRank(R"(metrics\.rank(\d+)\.jsonl)"),

@@ -19,6 +19,9 @@ struct RankRecords {
   nlohmann::json start;               // null when the rank wrote none
   std::vector<nlohmann::json> steps;  // "step" records, in file order
   nlohmann::json summary;             // the last "summary" record; null while running
+  // Every record of the rank's file, in file order (evaluations and checkpoints too): what
+  // `cohort dashboard` replays (monitor/replay.h).
+  std::vector<nlohmann::json> records;
 };
 
 struct RunData {

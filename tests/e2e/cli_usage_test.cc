@@ -57,7 +57,7 @@ TEST(CliUsage, AMistypedCommandGetsADidYouMean) {
   CliResult r = run_cli("trian examples/fashion_mlp.toml");
   EXPECT_EQ(r.status, 2) << r.output;
   expect_contains(r, "'trian' is not a command of `cohort` (did you mean 'train'?)");
-  expect_contains(r, "the commands are: train, config, bench, run, report, ckpt, fl");
+  expect_contains(r, "the commands are: train, config, bench, run, report, dashboard, ckpt, fl");
   r = run_cli("ckpt insepct runs/x");
   EXPECT_EQ(r.status, 2) << r.output;
   expect_contains(r, "'insepct' is not a command of `cohort ckpt` (did you mean 'inspect'?)");

@@ -16,6 +16,7 @@
 #include <regex>
 #include <thread>
 
+#include "tests/e2e/background_job.h"
 #include "tests/e2e/run_cli.h"
 #include "tests/e2e/run_dirs.h"
 #include "tests/support/files.h"
@@ -25,51 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-constexpr const char* kBrowser = "/usr/bin/chromium-headless-shell";
-
-// The job in the background, its output in a file; stopped (SIGTERM) at the end of the test.
-class BackgroundJob {
- public:
-  BackgroundJob(const std::string& args, const fs::path& out) : out_(out) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      setpgid(0, 0);
-      const std::string cmd =
-          "exec " + std::string(COHORT_BIN) + " " + args + " > " + out.string() + " 2>&1";
-      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  ~BackgroundJob() {
-    kill(-pid_, SIGTERM);
-    int st = 0;
-    waitpid(pid_, &st, 0);
-  }
-  // The dashboard's address from the job's first line, or "" after 30 s.
-  std::string wait_for_url() const {
-    const std::regex url(R"(dashboard at (http://[0-9.:]+/))");
-    for (int i = 0; i < 300; ++i) {
-      std::smatch m;
-      std::string text = cohort::testing::read_bytes(out_.string());
-      if (std::regex_search(text, m, url)) return m[1];
-      std::this_thread::sleep_for(100ms);
-    }
-    return "";
-  }
-
- private:
-  pid_t pid_ = -1;
-  fs::path out_;
-};
-
-// The page as the browser has it after its script ran.
-std::string dump_dom(const std::string& url) {
-  return cohort::testing::run_shell(std::string("timeout 60 ") + kBrowser +
-                                    " --no-sandbox --headless --disable-gpu "
-                                    "--virtual-time-budget=2500 --dump-dom '" +
-                                    url + "' 2>/dev/null")
-      .output;
-}
+using cohort::testing::BackgroundJob;
+using cohort::testing::dump_dom;
+using cohort::testing::kBrowser;
 
 // rank -> field -> the exact value the page shows (data-value attributes of the ranks table).
 using Shown = std::map<int, std::map<std::string, std::string>>;
@@ -132,11 +91,8 @@ TEST(DashboardBrowser, ShowsBothRanksLiveWithTheJsonlFigures) {
   EXPECT_NE(first[0]["samples_per_s"], second[0]["samples_per_s"]);
   expect_equals_jsonl(first, dir / "live");
   expect_equals_jsonl(second, dir / "live");
-  const std::string png = (dir / "dashboard.png").string();
-  cohort::testing::run_shell(std::string("timeout 60 ") + kBrowser +
-                             " --no-sandbox --headless --disable-gpu --virtual-time-budget=2500"
-                             " --window-size=1280,1100 --screenshot=" +
-                             png + " '" + url + "'");
+  const fs::path png = dir / "dashboard.png";
+  cohort::testing::screenshot(url, png, 1100);
   ASSERT_TRUE(fs::exists(png));
   EXPECT_GT(fs::file_size(png), 20000u) << "a blank page?";
 }

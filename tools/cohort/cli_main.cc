@@ -21,6 +21,7 @@ int cohort::cli::main(int argc, char** argv) {
   cohort::cli::add_bench_command(app, handlers);
   cohort::cli::add_run_command(app, handlers);
   cohort::cli::add_report_command(app, handlers);
+  cohort::cli::add_dashboard_command(app, handlers);
   cohort::cli::add_ckpt_command(app, handlers);
   cohort::cli::add_fl_command(app, handlers);
   try {

@@ -15,6 +15,7 @@ void add_config_command(CLI::App& app, Handlers& h);
 void add_bench_command(CLI::App& app, Handlers& h);
 void add_run_command(CLI::App& app, Handlers& h);
 void add_report_command(CLI::App& app, Handlers& h);
+void add_dashboard_command(CLI::App& app, Handlers& h);
 void add_ckpt_command(CLI::App& app, Handlers& h);
 void add_fl_command(CLI::App& app, Handlers& h);
 

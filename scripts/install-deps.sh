@@ -31,9 +31,11 @@ done
 # where they are found); python3-numpy: its tests (tests/python), so it is not a peer only.
 # libtorch-dev: the torch.distributed backend cohort.torch (python/torch_plugin, built where it
 # is found); python3-torch: its tests (tests/python/torch), so PyTorch is not a peer only either.
+# libpng-dev, libjpeg-dev (libjpeg62-turbo): the image folder data set's decoders
+# (cohort/data/image_decode.cc).
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  libopenblas-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libssl-dev
+  libopenblas-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libssl-dev libpng-dev libjpeg-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin

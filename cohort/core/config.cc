@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string_view>
@@ -40,6 +41,33 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+namespace {
+
+// A TOML basic string: quotes, backslashes and control characters escaped, so that a value
+// with a line break (a multi-line model.layers) reads back from the run's config.toml.
+std::string toml_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04X", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
 std::string config_value_str(const ConfigValue& v) {
   std::ostringstream os;
   std::visit(
@@ -48,7 +76,7 @@ std::string config_value_str(const ConfigValue& v) {
         if constexpr (std::is_same_v<T, bool>)
           os << (x ? "true" : "false");
         else if constexpr (std::is_same_v<T, std::string>)
-          os << '"' << x << '"';
+          os << toml_quoted(x);
         else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           os << "[";
           for (size_t i = 0; i < x.size(); ++i) os << (i ? ", " : "") << x[i];

@@ -1,5 +1,6 @@
 #include "cohort/data/sampler.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "cohort/core/error.h"
@@ -57,7 +58,8 @@ int64_t DistributedSampler::num_samples() const {
   COHORT_CHECK_ARG(size_ != kSizeFromDataset,
                    "DistributedSampler: dataset size not set (hand the sampler to a Loader or "
                    "construct it with a size)");
-  return options_.drop_last ? size_ / world_ : (size_ + world_ - 1) / world_;
+  const int64_t share = options_.drop_last ? size_ / world_ : (size_ + world_ - 1) / world_;
+  return options_.max_samples > 0 ? std::min(share, options_.max_samples) : share;
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {

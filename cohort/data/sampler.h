@@ -19,6 +19,9 @@ struct SamplerOptions {
   // false: pad the shards to equal length by repeating indices (every sample is seen);
   // true: drop the tail so shards are equal (no sample is seen twice in an epoch).
   bool drop_last = false;
+  // > 0: each rank takes at most this many of its indices per epoch (the first of its share):
+  // ranks with shards of their own step in lockstep on the smallest one's count.
+  int64_t max_samples = 0;
 };
 
 class DistributedSampler {

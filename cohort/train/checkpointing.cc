@@ -201,7 +201,12 @@ LoopPosition convert_position(const Trainer::State& s, const ckpt::CheckpointDat
   const BatchSplit now = batch_split(s);
   if (s.data.is_text || (then.micro() == now.micro() && then.global() == now.global()))
     return saved;
-  const int64_t n = s.data.train->size();
+  // Shards are dealt by worker: another count gives each worker other samples mid-epoch.
+  COHORT_CHECK_ARG(!s.data.sharded || then.workers == now.workers, "cannot resume from the ",
+                   "checkpoint of step ", d.step, " with ", now.workers, " workers: its data is a ",
+                   "shard directory dealt to ", then.workers, " workers; resume with ",
+                   then.workers);
+  const int64_t n = s.data.sharded ? s.data.samples_per_worker * now.workers : s.data.train->size();
   if (saved.batch_in_epoch >= epoch_batches(n, then)) return {saved.epoch, epoch_batches(n, now)};
   const int64_t samples = saved.batch_in_epoch * then.micro();
   if (samples % now.global() != 0) {

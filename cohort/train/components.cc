@@ -6,6 +6,7 @@
 #include "cohort/nn/models/cnn.h"
 #include "cohort/nn/models/gpt.h"
 #include "cohort/nn/models/mlp.h"
+#include "cohort/nn/models/sequential.h"
 #include "cohort/optim/adamw.h"
 #include "cohort/optim/sgd.h"
 #include "cohort/parallel/pipeline/model_parallel_strategy.h"
@@ -18,8 +19,10 @@ void check_combination(const Config& cfg) {
   const std::string& model = cfg.get_string("model.type");
   const std::string& dataset = cfg.get_string("data.dataset");
   bool lm = model == "gpt";
-  // A registered model or data set knows what it takes (train/extensions.h).
-  const bool registered = is_registered_model(model) || is_registered_dataset(dataset);
+  // A registered model or data set knows what it takes (train/extensions.h); a sequential
+  // model is built for whatever data it gets (and says when its layers do not fit).
+  const bool registered =
+      is_registered_model(model) || is_registered_dataset(dataset) || model == "sequential";
   COHORT_CHECK_ARG(
       registered || lm == (dataset == "text"), "config: model.type = \"", model,
       "\" cannot train on data.dataset = \"", dataset, "\" (",
@@ -38,6 +41,11 @@ ModelInputs builtin_inputs(bool flat) {
   return {flat ? Shape{784} : Shape{1, 28, 28}, 10};
 }
 
+// Text: windows of model.block_size byte ids, each predicting the next byte.
+ModelInputs text_inputs(const Config& cfg) {
+  return {Shape{cfg.get_int("model.block_size")}, 256, true};
+}
+
 int64_t product(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -46,9 +54,11 @@ int64_t product(const Shape& s) {
 
 }  // namespace
 
-DataSplits make_data(const Config& cfg) {
+DataSplits make_data(const Config& cfg, ShardPick pick) {
   const std::string& dataset = cfg.get_string("data.dataset");
-  if (dataset == "csv" || dataset == "numpy") return make_file_data(cfg);
+  if (dataset == "csv" || dataset == "numpy" || dataset == "image_folder") {
+    return make_file_data(cfg, pick);
+  }
   if (is_registered_dataset(dataset)) return make_registered_dataset(dataset, cfg);
   bool flat = cfg.get_string("model.type") == "mlp";
   DataSplits d;
@@ -86,14 +96,18 @@ DataSplits make_data(const Config& cfg) {
     d.eval = std::make_shared<data::TextDataset>(std::move(s.validation));
     d.is_text = true;
     d.eval_name = "validation";
+    d.inputs = text_inputs(cfg);
   }
   return d;
 }
 
 ModelInputs model_inputs(const Config& cfg) {
   const std::string& dataset = cfg.get_string("data.dataset");
-  if (dataset == "csv" || dataset == "numpy") return make_file_data(cfg).inputs;
+  if (dataset == "csv" || dataset == "numpy" || dataset == "image_folder") {
+    return make_file_data(cfg).inputs;
+  }
   if (is_registered_dataset(dataset)) return make_registered_dataset(dataset, cfg).inputs;
+  if (dataset == "text") return text_inputs(cfg);
   return builtin_inputs(cfg.get_string("model.type") == "mlp");
 }
 
@@ -107,6 +121,15 @@ std::shared_ptr<nn::Module> make_model(const Config& cfg, const ModelInputs& in)
   uint64_t seed = uint64_t(cfg.get_int("run.seed"));
   if (type == "gpt") return std::make_shared<nn::GPT>(gpt_options(cfg));
   if (is_registered_model(type)) return make_registered_model(type, cfg, in);
+  if (type == "sequential") {
+    nn::SequentialOptions o;
+    o.layers = cfg.get_string("model.layers");
+    o.input = {in.sample_shape, in.tokens, in.classes, in.tokens ? in.classes : 0};
+    o.seed = seed;
+    COHORT_CHECK_ARG(!o.layers.empty(), "config: model.type = \"sequential\" needs model.layers, ",
+                     "e.g. \"flatten; linear 128; relu; linear\" (docs/models.md)");
+    return nn::make_sequential(o);
+  }
   if (type == "mlp") {
     std::vector<int64_t> sizes{product(in.sample_shape)};
     for (int64_t h : cfg.get_int_list("model.hidden")) sizes.push_back(h);

@@ -10,6 +10,7 @@
 #include "cohort/optim/optimizer.h"
 #include "cohort/optim/schedule.h"
 #include "cohort/parallel/mesh.h"
+#include "cohort/train/shard_data.h"
 #include "cohort/train/world.h"
 
 namespace cohort::train {
@@ -19,6 +20,7 @@ namespace cohort::train {
 struct ModelInputs {
   Shape sample_shape;
   int64_t classes = 0;
+  bool tokens = false;  // text: x is int64 token ids [T], classes the vocabulary
 };
 
 // Training and evaluation splits. `text` is set for language modelling (random windows).
@@ -27,13 +29,18 @@ struct DataSplits {
   std::shared_ptr<const data::Dataset> eval;
   bool is_text = false;
   std::string eval_name;  // "test" or "validation"
-  ModelInputs inputs;     // unset for text
+  ModelInputs inputs;     // for text: {block_size} token ids, 256 classes (bytes)
+  // A shard directory (shard_data.h): `train` holds this worker's shards only, and every worker
+  // trains samples_per_worker of its samples per epoch (set by agree_on_shards).
+  bool sharded = false;
+  int64_t samples_per_worker = 0;
 };
 
 void check_combination(const Config& cfg);
-DataSplits make_data(const Config& cfg);
+// `pick` says which shards this worker opens when data.path is a shard directory (shard_data.h).
+DataSplits make_data(const Config& cfg, ShardPick pick = {});
 // csv and numpy (file_data.cc): the files data.* names, with the model's inputs from them.
-DataSplits make_file_data(const Config& cfg);
+DataSplits make_file_data(const Config& cfg, ShardPick pick = {});
 // The model's inputs for the configured data: constants for the built-in data sets; csv and
 // numpy read the training file (for roles that build a model without the data: PS servers).
 ModelInputs model_inputs(const Config& cfg);

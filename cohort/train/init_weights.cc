@@ -7,6 +7,7 @@
 
 #include "cohort/ckpt/safetensors.h"
 #include "cohort/core/error.h"
+#include "cohort/nn/layers.h"
 
 namespace cohort::train {
 namespace {
@@ -83,6 +84,15 @@ Tensor as_model_dtype(const std::string& path, const std::string& name, const Te
   return out;
 }
 
+// A dropout site's call counter is cohort's own state (nn/layers.h), absent from PyTorch's
+// files: a model starting from them starts its counters at 0.
+bool is_dropout_counter(const std::string& name) {
+  const std::string suffix = std::string(".") + nn::kDropoutCounterBuffer;
+  return name == nn::kDropoutCounterBuffer ||
+         (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0);
+}
+
 }  // namespace
 
 InitReport load_initial_weights(const Config& cfg, nn::Module& model) {
@@ -110,7 +120,7 @@ InitReport load_initial_weights(const Config& cfg, nn::Module& model) {
   for (const auto& [name, t] : own) {
     if (skipped(name, skips)) {
       ++report.kept;
-    } else if (!dict.count(name)) {
+    } else if (!dict.count(name) && !is_dropout_counter(name)) {
       missing.push_back(name);
     }
   }

@@ -24,6 +24,7 @@
 #include "cohort/train/init_weights.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/run_dir.h"
+#include "cohort/train/shard_data.h"
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {
@@ -45,7 +46,7 @@ namespace {
 // for every split of one global batch. Text: steps whose global batches (batch * workers *
 // grad_accum windows of block bytes) hold as many bytes as the training split, at least one.
 int64_t batches_per_epoch(const DataSplits& d, int64_t batch, int workers) {
-  int64_t shard = (d.train->size() + workers - 1) / workers;
+  int64_t shard = d.sharded ? d.samples_per_worker : (d.train->size() + workers - 1) / workers;
   return (shard + batch - 1) / batch;  // the last batch may be short
 }
 int64_t text_steps_per_epoch(const DataSplits& d, int64_t global_batch, int64_t block) {
@@ -89,7 +90,8 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   set_num_threads(int(cfg.get_int("run.threads")));
   s_->energy = make_energy_account(cfg, *s_->world);  // the model counts the threads
   s_->batch = cfg.get_int("data.batch_size");
-  s_->data = make_data(cfg);
+  s_->data = make_data(cfg, {s_->world->rank, s_->world->size});
+  agree_on_shards(s_->data, *s_->world);  // collective when the data is a shard directory
   COHORT_CHECK_ARG(s_->data.is_text || s_->data.train->size() >= s_->batch,
                    "config: data.batch_size ", s_->batch, " is larger than the training set (",
                    s_->data.train->size(), " samples)");

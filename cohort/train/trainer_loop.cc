@@ -192,9 +192,13 @@ void Trainer::run_epochs(Progress& p) {
                          .seed = uint64_t(s.cfg.get_int("run.seed")),
                          .drop_last = false,
                          .prefetch = int(s.cfg.get_int("data.prefetch"))};
-  if (s.world->data_size > 1)
+  if (s.data.sharded) {  // this worker's own shards, in lockstep on the smallest share
+    lo.sampler = data::DistributedSampler(
+        0, 1, {.shuffle = lo.shuffle, .seed = lo.seed, .max_samples = s.data.samples_per_worker});
+  } else if (s.world->data_size > 1) {
     lo.sampler = data::DistributedSampler(s.world->data_rank, s.world->data_size,
                                           {.shuffle = lo.shuffle, .seed = lo.seed});
+  }
   data::Loader loader(s.data.train, lo);
   BatchPrefetch feed = make_feed(s);
   bool more = s.step < s.total_steps;

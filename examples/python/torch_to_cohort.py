@@ -79,11 +79,18 @@ def main():
     p.add_argument("--steps", type=int, default=300, help="SGD steps of batch 64")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="the .safetensors file to write")
+    p.add_argument("--layers", default="",
+                   help="a cohort layer list (model.layers) to train instead of the CNN, built "
+                        "by cohort.torch.sequential (load with model.type = \"sequential\")")
     a = p.parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
     (x, y), (tx, ty) = load("train"), load("t10k")
-    model = CNN()
+    if a.layers:
+        from cohort.torch.sequential import build
+        model = build(a.layers, (1, 28, 28), 10)
+    else:
+        model = CNN()
     opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     order = torch.randperm(len(y))
     for step in range(a.steps):
@@ -92,6 +99,7 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
+    model.eval()  # batch norm's running statistics, no dropout: as cohort evaluates
     with torch.no_grad():
         correct = sum(int((model(tx[i:i + 1000]).argmax(1) == ty[i:i + 1000]).sum())
                       for i in range(0, len(ty), 1000))

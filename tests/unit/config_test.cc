@@ -48,6 +48,36 @@ TEST(Config, UnknownKeySuggestsTheClosest) {
   EXPECT_NE(msg.find("did you mean 'optim.momentum'"), std::string::npos) << msg;
 }
 
+// model.layers: a TOML list of tables (nested for a residual block) or of strings is the same
+// layer list as its one-line text, and that text survives the run's config.toml.
+TEST(Config, ALayerListCanBeTablesOrStringsAndReadsBack) {
+  std::string tables = write_temp("layers.toml",
+                                  "[model]\ntype = \"sequential\"\n"
+                                  "[[model.layers]]\ntype = \"conv2d\"\nout = 8\nkernel = 3\n"
+                                  "[[model.layers]]\ntype = \"residual\"\n"
+                                  "layers = [{type = \"batchnorm\", momentum = 0.25}, "
+                                  "{type = \"relu\"}]\n"
+                                  "[[model.layers]]\ntype = \"dropout\"\np = 0.5\n");
+  // A table's options come in key order (toml++ keeps tables sorted); options are named.
+  const std::string want =
+      "conv2d kernel=3 out=8; residual; batchnorm momentum=0.25; relu; end; "
+      "dropout p=0.5";
+  EXPECT_EQ(load_config(tables, {}).get_string("model.layers"), want);
+  std::string strings =
+      write_temp("strings.toml", "[model]\nlayers = [\"flatten\", \"linear 8\", \"linear\"]\n");
+  EXPECT_EQ(load_config(strings, {}).get_string("model.layers"), "flatten; linear 8; linear");
+  // A multi-line string reads back from the TOML the run directory records.
+  std::string multi = write_temp("multi.toml",
+                                 "[model]\nlayers = \"\"\"\nflatten\n"
+                                 "linear \\\"8\\\"\n\"\"\"\n");
+  Config c = load_config(multi, {});
+  Config back = load_config(write_temp("back.toml", c.to_toml()), {});
+  EXPECT_EQ(back.get_string("model.layers"), c.get_string("model.layers"));
+  EXPECT_NE(c.get_string("model.layers").find('\n'), std::string::npos);
+  std::string bad = write_temp("badlayers.toml", "[[model.layers]]\nout = 3\n");
+  EXPECT_NE(error_of([&] { load_config(bad, {}); }).find("needs type = "), std::string::npos);
+}
+
 TEST(Config, InvalidTomlNamesFileAndLine) {
   std::string p = write_temp("bad.toml", "[optim]\nlr = = 3\n");
   std::string msg = error_of([&] { load_config(p, {}); });

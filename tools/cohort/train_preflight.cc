@@ -24,9 +24,20 @@ void check_strategy_name(const Config& cfg) {
                                     "; choose one of: ", choices));
 }
 
+// A sequential model's layer list is checked against the data's shape here, once, rather than
+// by every worker at start-up. Only where the shape is known without reading the user's files
+// (the built-in data sets and text): a large CSV or image folder is read by the workers anyway.
+void check_sequential_model(const Config& cfg) {
+  if (cfg.get_string("model.type") != "sequential") return;
+  const std::string& dataset = cfg.get_string("data.dataset");
+  if (dataset == "fashion_mnist" || dataset == "synthetic" || dataset == "text")
+    train::make_model(cfg);
+}
+
 void check_config_before_launch(const Config& cfg, int workers) {
   check_strategy_name(cfg);
   train::check_combination(cfg);
+  check_sequential_model(cfg);
   parallel::resolve_mesh({int(cfg.get_int("parallel.dp")), int(cfg.get_int("parallel.pp")),
                           int(cfg.get_int("parallel.tp"))},
                          workers);

@@ -9,9 +9,9 @@
 namespace cohort::train {
 namespace {
 
-const std::set<std::string> kBuiltinModels = {"mlp", "cnn", "gpt"};
-const std::set<std::string> kBuiltinDatasets = {"fashion_mnist", "text", "synthetic", "csv",
-                                                "numpy"};
+const std::set<std::string> kBuiltinModels = {"mlp", "cnn", "gpt", "sequential"};
+const std::set<std::string> kBuiltinDatasets = {"fashion_mnist", "text",  "synthetic",
+                                                "csv",           "numpy", "image_folder"};
 
 // One registry per kind (models, data sets): the same rules for both.
 template <typename Registration>

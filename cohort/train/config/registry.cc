@@ -83,7 +83,7 @@ void add_run_keys(ConfigRegistry& r) {
 }
 
 void add_model_keys(ConfigRegistry& r) {
-  std::vector<std::string> models = {"mlp", "cnn", "gpt"};
+  std::vector<std::string> models = {"mlp", "cnn", "gpt", "sequential"};
   for (const std::string& m : registered_models()) models.push_back(m);
   r.add({"model.type", T::kString, std::string("mlp"),
          "Model architecture: a built-in one, or one a program registered "
@@ -96,6 +96,11 @@ void add_model_keys(ConfigRegistry& r) {
          "",
          {},
          1.0});
+  r.add({"model.layers", T::kString, std::string(""),
+         "model.type = `sequential`: its layers in order, `;` or a line between layers "
+         "(`conv2d 32 kernel=3; relu; maxpool 2; flatten; linear`), or a TOML list of strings "
+         "or of tables ([[model.layers]] type = \"linear\" out = 128). The input and the last "
+         "width come from the data (docs/models.md)."});
   r.add({"model.n_layer", T::kInt, int64_t(4), "GPT: transformer blocks.", "", {}, 1.0});
   r.add({"model.n_head", T::kInt, int64_t(4), "GPT: attention heads per block.", "", {}, 1.0});
   r.add({"model.n_embd",
@@ -122,22 +127,25 @@ void add_model_keys(ConfigRegistry& r) {
 }
 
 void add_data_keys(ConfigRegistry& r) {
-  std::vector<std::string> datasets = {"fashion_mnist", "text", "synthetic", "csv", "numpy"};
+  std::vector<std::string> datasets = {"fashion_mnist", "text",  "synthetic",
+                                       "csv",           "numpy", "image_folder"};
   for (const std::string& d : registered_datasets()) datasets.push_back(d);
   r.add({"data.dataset", T::kString, std::string("fashion_mnist"),
-         "Dataset: the built-in ones, `csv` and `numpy` files of one's own (docs/data.md), or "
-         "one a program registered (train/extensions.h).",
+         "Dataset: the built-in ones, `csv` and `numpy` files or an `image_folder` of one's "
+         "own (docs/data.md), or one a program registered (train/extensions.h).",
          "", datasets});
   r.add({"data.path", T::kString, std::string(""),
          "fashion_mnist: directory of the IDX .gz files (default: Debian's "
          "/usr/share/datasets/fashion-mnist). text: a text file (default: the King James "
          "Bible from bible-kjv-text). csv: the training file (numeric columns and a label "
          "column). numpy: a .npz with arrays x and y (and x_test, y_test for the test split), "
-         "or a directory with x.npy and y.npy."});
+         "or a directory with x.npy and y.npy. image_folder: the training folder, one "
+         "sub-folder of PNG and JPEG images per class."});
   r.add({"data.eval_path", T::kString, std::string(""),
          "csv, numpy: the evaluation split's file. Empty: a .npz's x_test and y_test if it has "
          "them, else the last data.val_fraction of the training rows (so shuffle a sorted "
-         "file)."});
+         "file). image_folder: the test folder, its sub-folders among the training folder's "
+         "classes; empty: data.val_fraction of the images, spread evenly over the classes."});
   r.add({"data.label_column", T::kString, std::string(""),
          "csv: the label column: its header name, or its 0-based number; empty: the last."});
   r.add({"data.header",
@@ -155,6 +163,23 @@ void add_data_keys(ConfigRegistry& r) {
          "",
          {},
          1.0});
+  r.add({"data.image_size",
+         T::kIntList,
+         std::vector<int64_t>{},
+         "image_folder: [height, width] every image is resized to (bilinear); empty: the first "
+         "image's size.",
+         "",
+         {},
+         1.0});
+  r.add({"data.channels",
+         T::kInt,
+         int64_t(0),
+         "image_folder: channels of a sample: 1 (luminance), 2 (luminance, alpha), 3 (RGB), 4 "
+         "(RGBA); 0: 1 when the first image is gray, else 3.",
+         "",
+         {},
+         0.0,
+         4.0});
   r.add({"data.batch_size",
          T::kInt,
          int64_t(64),
@@ -167,13 +192,15 @@ void add_data_keys(ConfigRegistry& r) {
   r.add({"data.mean", T::kFloat, 0.2860,
          "Normalisation x = (value - mean) / std. fashion_mnist: of pixels scaled to [0, 1] "
          "(the default is the training set's). csv, numpy: of the file's values, applied only "
-         "when data.mean or data.std is set."});
+         "when data.mean or data.std is set. image_folder: the same, of pixels scaled to [0, "
+         "1]."});
   r.add({"data.std", T::kFloat, 0.3530, "See data.mean.", "", {}, 1e-6});
   r.add({"data.val_fraction",
          T::kFloat,
          0.1,
          "text: fraction held out for validation (the end of the file). csv, numpy: the same, "
-         "of the training rows, when there is no test split.",
+         "of the training rows, when there is no test split. image_folder: of the images, "
+         "every 1/fraction-th one, so that each class gives its share.",
          "",
          {},
          0.0001,

@@ -13,12 +13,64 @@ std::string where(const std::string& path, const toml::source_region& src) {
   return detail::str(path, ":", src.begin.line, ":", src.begin.column);
 }
 
+std::string layer_lines(const toml::array& a, const std::string& origin, const std::string& key);
+
+// One table of a layer list (`[[model.layers]] type = "conv2d" out = 32`) as the list's text
+// (nn/layer_spec.h): "conv2d out=32"; a residual's `layers` become its body and an `end`.
+std::string layer_line(const toml::table& t, const std::string& origin, const std::string& key) {
+  auto type = t["type"].value<std::string>();
+  COHORT_CHECK_ARG(type.has_value(), origin, ": each table of '", key,
+                   "' needs type = \"...\" (a layer type, e.g. \"linear\")");
+  std::string line = *type, body;
+  for (const auto& [k, v] : t) {
+    if (k.str() == "type") continue;
+    if (const toml::array* inner = v.as_array(); inner && k.str() == "layers") {
+      body = layer_lines(*inner, origin, key);
+      continue;
+    }
+    std::string text;
+    if (auto s = v.value_exact<std::string>())
+      text = *s;
+    else if (auto b = v.value_exact<bool>())
+      text = *b ? "true" : "false";
+    else if (auto i = v.value_exact<int64_t>())
+      text = std::to_string(*i);
+    else if (auto d = v.value_exact<double>())
+      text = config_value_str(*d);
+    else
+      throw InvalidArgument(detail::str(origin, ": '", key, "': option '", k.str(),
+                                        "' must be a number, a boolean or a string"));
+    line += " " + std::string(k.str()) + "=" + text;
+  }
+  return body.empty() ? line : line + "; " + body + "; end";
+}
+
+// A list of strings (one layer each) or of tables, joined into one text with `;`.
+std::string layer_lines(const toml::array& a, const std::string& origin, const std::string& key) {
+  std::string out;
+  for (const toml::node& e : a) {
+    std::string one;
+    if (auto s = e.value_exact<std::string>())
+      one = *s;
+    else if (const toml::table* t = e.as_table())
+      one = layer_line(*t, origin, key);
+    else
+      throw InvalidArgument(detail::str(origin, ": '", key, "' must be a list of strings or ",
+                                        "of tables, one per layer"));
+    out += (out.empty() ? "" : "; ") + one;
+  }
+  return out;
+}
+
 ConfigValue toml_value(const toml::node& n, const std::string& origin, const std::string& key) {
   if (auto v = n.value_exact<bool>()) return *v;
   if (auto v = n.value_exact<int64_t>()) return *v;
   if (auto v = n.value_exact<double>()) return *v;
   if (auto v = n.value_exact<std::string>()) return *v;
-  if (const toml::array* a = n.as_array()) {
+  const toml::array* list = n.as_array();
+  if (list && !list->empty() && !list->front().is_integer())
+    return layer_lines(*list, origin, key);  // a string key given as a list (model.layers)
+  if (const toml::array* a = list) {
     std::vector<int64_t> out;
     for (const toml::node& e : *a) {
       auto i = e.value_exact<int64_t>();

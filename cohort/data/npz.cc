@@ -10,8 +10,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "cohort/core/error.h"
+#include "cohort/core/logging.h"
 #include "cohort/data/hex.h"
 
 namespace cohort::data {
@@ -42,6 +44,11 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+bool MappedFile::drop_resident_pages() const {
+  // mmap returned a page-aligned start; the kernel rounds the length up to whole pages.
+  return data_ == nullptr || ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED) == 0;
+}
+
 namespace {
 
 constexpr uint32_t kLocalSig = 0x04034b50;
@@ -55,6 +62,10 @@ constexpr uint32_t kMax32 = 0xffffffff;
 constexpr uint16_t kZip64ExtraId = 0x0001;
 // zlib counts in uInt (32 bits); larger members are fed and drained in pieces of this size.
 constexpr uint64_t kZlibChunk = uint64_t(1) << 30;
+// A deflated member at least this large gets a warning when it is inflated: unlike a stored one,
+// it is in memory whole while the data set lives, which a user streaming a large data set (and
+// capping memory) should hear before it grows the process by that much.
+constexpr uint64_t kInflateWarnBytes = uint64_t(256) << 20;
 
 // Little-endian reads at offsets that come from the file itself, so each record is bounds-checked
 // (need) before its fields are read.
@@ -213,7 +224,18 @@ std::shared_ptr<std::vector<uint8_t>> inflate_member(std::span<const uint8_t> in
   // it becomes an allocation.
   COHORT_CHECK_ARG(m.size / 1032 <= m.compressed_size + 1, where, ": declares ", m.size,
                    " bytes inflated from ", m.compressed_size, ", more than deflate can encode");
-  auto out = std::make_shared<std::vector<uint8_t>>(size_t(m.size + 1));
+  if (m.size >= kInflateWarnBytes)
+    log::warn("data", where, ": a compressed member (np.savez_compressed) of ", m.size >> 20,
+              " MiB is inflated into memory whole; np.savez (stored) or .npy files are read ",
+              "through a memory map instead, for data larger than memory (docs/data.md)");
+  std::shared_ptr<std::vector<uint8_t>> out;
+  try {
+    out = std::make_shared<std::vector<uint8_t>>(size_t(m.size + 1));
+  } catch (const std::bad_alloc&) {
+    throw IoError(detail::str(where, ": out of memory allocating ", m.size, " bytes to inflate ",
+                              "this compressed member (np.savez_compressed); save the data with ",
+                              "np.savez (stored) or as .npy files, which are read in place"));
+  }
   z_stream s{};
   COHORT_CHECK_IO(inflateInit2(&s, -15) == Z_OK, where, ": zlib inflateInit2 failed");
   InflateEnd end{&s};

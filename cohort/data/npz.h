@@ -31,6 +31,12 @@ class MappedFile {
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   const std::string& path() const { return path_; }
+  // Takes every page of the mapping out of this process's resident set (madvise MADV_DONTNEED).
+  // The mapping is private and read-only, so no page was ever copied or written: they stay in
+  // the page cache, and reading one again faults it back in, with the same bytes. Safe while
+  // other threads read the mapping (their reads fault the pages back). mapped_reads.h says when.
+  // Returns false (errno set) when the kernel refused; nothing changed then.
+  bool drop_resident_pages() const;
 
  private:
   std::string path_;

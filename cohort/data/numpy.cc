@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cohort/core/error.h"
+#include "cohort/data/mapped_reads.h"
 #include "cohort/data/npy_array.h"
 #include "cohort/data/npz.h"
 
@@ -296,12 +297,14 @@ std::string npy_files_in(const fs::path& dir) {
   return s.empty() ? "no .npy files" : s;
 }
 
-npy_detail::NpyArray load_from_dir(const std::string& dir, const std::string& key, Role role) {
+npy_detail::NpyArray load_from_dir(const std::string& dir, const std::string& key, Role role,
+                                   MappedReads& reads) {
   const fs::path file = fs::path(dir) / (key + ".npy");
   std::error_code ec;
   COHORT_CHECK_IO(fs::is_regular_file(file, ec), file.string(), " does not exist; ", dir, " holds ",
                   npy_files_in(dir));
   auto map = std::make_shared<const MappedFile>(file.string());
+  reads.add(map);
   return read_npy({map->bytes(), map}, file.string(), role);
 }
 
@@ -332,8 +335,9 @@ npy_detail::NpyArray load_member(const std::shared_ptr<const MappedFile>& zip,
   return read_npy(zip_member_data(zip, *m), zip->path() + ":" + m->name, role);
 }
 
-int64_t label_at(const npy_detail::NpyArray& y, int64_t i) {
+int64_t label_at(const npy_detail::NpyArray& y, int64_t i, const MappedReads& reads) {
   const uint8_t* p = y.data + i * y.itemsize;
+  reads.charge(p, uint64_t(y.itemsize));
   switch (y.elem) {
     case npy_detail::Elem::kI64:
       return load<int64_t>(p);
@@ -355,6 +359,7 @@ struct NumpyDataset::Data {
   int64_t n = 0;
   int64_t sample_len = 0;  // elements per sample
   int64_t num_classes = 0;
+  MappedReads reads;  // every row read from a mapping is charged here (mapped_reads.h)
 };
 
 namespace {
@@ -371,7 +376,7 @@ void validate(NumpyDataset::Data& d) {
                    " hold no values; a data set needs at least one non-empty sample");
   int64_t max_label = -1;
   for (int64_t i = 0; i < d.n; ++i) {
-    const int64_t v = label_at(y, i);
+    const int64_t v = label_at(y, i, d.reads);
     COHORT_CHECK_ARG(v >= 0, y.where, ": label ", i, " is ", v,
                      "; labels must be class indices >= 0");
     max_label = std::max(max_label, v);
@@ -391,18 +396,20 @@ std::shared_ptr<const NumpyDataset::Data> load(const NumpyOptions& o) {
   auto d = std::make_shared<NumpyDataset::Data>();
   d->path = o.path;
   if (fs::is_directory(st)) {
-    d->x = load_from_dir(o.path, o.x_key, kInputs);
-    d->y = load_from_dir(o.path, o.y_key, kLabels);
+    d->x = load_from_dir(o.path, o.x_key, kInputs, d->reads);
+    d->y = load_from_dir(o.path, o.y_key, kLabels, d->reads);
   } else {
     auto zip = std::make_shared<const MappedFile>(o.path);
     COHORT_CHECK_ARG(!has_npy_magic(zip->bytes()), o.path,
                      " is a single .npy array; a data set needs inputs and labels: a .npz "
                      "(np.savez(path, x=x, y=y)) or a directory holding x.npy and y.npy");
     const std::vector<ZipMember> members = zip_members(*zip);
+    d->reads.add(zip);
     d->x = load_member(zip, members, o.x_key, kInputs);
     d->y = load_member(zip, members, o.y_key, kLabels);
   }
   validate(*d);
+  d->reads.release();  // training starts with none of the labels validate read resident
   return d;
 }
 
@@ -410,10 +417,11 @@ std::shared_ptr<const NumpyDataset::Data> load(const NumpyOptions& o) {
 // the conversion happens here, per batch, so no converted copy of the data set exists.
 template <typename T>
 void gather_rows(const uint8_t* src, int64_t len, std::span<const int64_t> indices, float scale,
-                 float bias, float* __restrict dst) {
+                 float bias, const MappedReads& reads, float* __restrict dst) {
   const int64_t row_bytes = len * int64_t(sizeof(T));
   for (int64_t idx : indices) {
     const uint8_t* row = src + idx * row_bytes;
+    reads.charge(row, uint64_t(row_bytes));
     for (int64_t j = 0; j < len; ++j) dst[j] = float(load<T>(row + j * sizeof(T))) * scale + bias;
     dst += len;
   }
@@ -455,25 +463,25 @@ Batch NumpyDataset::get_batch(std::span<const int64_t> indices) const {
   const uint8_t* src = d.x.data;
   switch (d.x.elem) {
     case npy_detail::Elem::kF32:
-      gather_rows<float>(src, d.sample_len, indices, scale_, bias_, x);
+      gather_rows<float>(src, d.sample_len, indices, scale_, bias_, d.reads, x);
       break;
     case npy_detail::Elem::kF64:
-      gather_rows<double>(src, d.sample_len, indices, scale_, bias_, x);
+      gather_rows<double>(src, d.sample_len, indices, scale_, bias_, d.reads, x);
       break;
     case npy_detail::Elem::kU8:
-      gather_rows<uint8_t>(src, d.sample_len, indices, scale_, bias_, x);
+      gather_rows<uint8_t>(src, d.sample_len, indices, scale_, bias_, d.reads, x);
       break;
     case npy_detail::Elem::kI64:
-      gather_rows<int64_t>(src, d.sample_len, indices, scale_, bias_, x);
+      gather_rows<int64_t>(src, d.sample_len, indices, scale_, bias_, d.reads, x);
       break;
     case npy_detail::Elem::kI32:
-      gather_rows<int32_t>(src, d.sample_len, indices, scale_, bias_, x);
+      gather_rows<int32_t>(src, d.sample_len, indices, scale_, bias_, d.reads, x);
       break;
     default:
       COHORT_INTERNAL(false, "NumpyDataset: inputs of an unchecked dtype");
   }
   int64_t* y = out.y.data<int64_t>();
-  for (int64_t k = 0; k < b; ++k) y[k] = label_at(d.y, indices[size_t(k)]);
+  for (int64_t k = 0; k < b; ++k) y[k] = label_at(d.y, indices[size_t(k)], d.reads);
   return out;
 }
 

@@ -7,6 +7,10 @@
 // page cache; a deflated member (np.savez_compressed) is inflated into memory once, in the
 // constructor. get_batch converts the rows it is asked for straight into the float32 batch.
 // Every copy of the data set shares the mapping, which is unmapped when the last copy goes.
+// The pages read do not pile up in the process's resident set: every 32 MiB or so of the file
+// read, they are dropped from it (they stay in the page cache; mapped_reads.h). A deflated
+// member is in memory whole for the data set's life: a data set larger than memory needs
+// np.savez (stored members) or .npy files.
 // A mapped file must not be rewritten in place while in use (the process would die of SIGBUS
 // on a page that is gone): write a new file and rename it over the old one.
 //

@@ -1,5 +1,7 @@
 #include "cohort/train/memory_account.h"
 
+#include "cohort/core/logging.h"
+#include "cohort/core/process_memory.h"
 #include "cohort/tensor/device_memory.h"
 
 namespace cohort::train {
@@ -56,7 +58,8 @@ nlohmann::json MemoryAccount::summary_json() const {
                    {"memory_peak_by_kind", by_kind(at.peak_bytes)},
                    {"memory_peak_bytes", at.peak_total},
                    {"memory_peak_run_bytes", now.peak_total},
-                   {"memory_limit_bytes", now.limit}};
+                   {"memory_limit_bytes", now.limit},
+                   {"process_peak_rss_bytes", process_memory().peak_rss_bytes}};
   if (device_.is_cpu()) return j;
   const DeviceMemoryStats d = device_memory(device_).stats(device_.index);
   j["device"] = device_.str();
@@ -82,7 +85,27 @@ std::string MemoryAccount::summary_line(int rank) const {
     line += detail::str(" (host); ", j["device"].get<std::string>(), ": peak ",
                         format_bytes(j["device_memory_peak_bytes"].get<uint64_t>()), " in use, ",
                         format_bytes(j["device_memory_cached_bytes"].get<uint64_t>()), " cached");
+  if (uint64_t rss = j["process_peak_rss_bytes"].get<uint64_t>(); rss > 0)
+    line += "; process peak RSS " + format_bytes(rss);
   return line;
+}
+
+void warn_rss_over_limit(const nlohmann::json& summary) {
+  const std::string w = rss_over_limit_warning(summary["memory_limit_bytes"].get<uint64_t>(),
+                                               summary["memory_peak_run_bytes"].get<uint64_t>(),
+                                               summary["process_peak_rss_bytes"].get<uint64_t>());
+  if (!w.empty()) log::warn("memory", w);
+}
+
+std::string rss_over_limit_warning(uint64_t limit_bytes, uint64_t tensor_peak_bytes,
+                                   uint64_t rss_peak_bytes) {
+  if (limit_bytes == 0 || rss_peak_bytes <= limit_bytes) return "";
+  return detail::str("process peak RSS ", format_bytes(rss_peak_bytes),
+                     " is above run.memory_limit_mb = ", limit_bytes >> 20, " (",
+                     format_bytes(limit_bytes), "); that key caps tensor memory (peak ",
+                     format_bytes(tensor_peak_bytes),
+                     "), not the process's resident memory: code and libraries, thread stacks, "
+                     "the heap, mapped files (docs/memory.md)");
 }
 
 }  // namespace cohort::train

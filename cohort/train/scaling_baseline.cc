@@ -8,6 +8,7 @@
 
 #include "cohort/core/logging.h"
 #include "cohort/core/thread_pool.h"
+#include "cohort/train/memory_account.h"
 
 namespace cohort::train {
 namespace {
@@ -136,6 +137,7 @@ void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_secon
   j.update(energy_summary_json(s));
   j.update(s.memory.summary_json());
   s.log.write(j);
+  warn_rss_over_limit(j);  // every rank: each process has its own peak
   if (!s.world->is_chief()) return;
   std::string acc = sum.eval.accuracy >= 0 ? detail::str(", ", s.data.eval_name, " accuracy ",
                                                          sum.eval.accuracy * 100, "%")

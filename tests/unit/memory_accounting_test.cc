@@ -7,9 +7,12 @@
 #include <thread>
 #include <vector>
 
+#include "cohort/core/logging.h"
+#include "cohort/core/process_memory.h"
 #include "cohort/tensor/allocator.h"
 #include "cohort/tensor/tensor.h"
 #include "cohort/train/config/train_config.h"
+#include "cohort/train/memory_account.h"
 #include "cohort/train/trainer.h"
 #include "tests/e2e/run_dirs.h"
 
@@ -197,6 +200,48 @@ TEST(MemoryAccountingTrain, SummaryRecordCarriesBytesByKindAndPeaks) {
   EXPECT_GE(j["memory_peak_bytes"].get<uint64_t>(), 3 * p);
   EXPECT_GE(j["memory_peak_by_kind"]["gradients"].get<uint64_t>(), p);
   EXPECT_EQ(j["memory_limit_bytes"].get<uint64_t>(), 0u);
+  // The process holds its tensors and more (code, libraries, stacks).
+  EXPECT_GE(j["process_peak_rss_bytes"].get<uint64_t>(),
+            j["memory_peak_run_bytes"].get<uint64_t>());
+}
+
+// run.memory_limit_mb caps tensors; a process whose resident memory passed it is warned, with
+// the key, both figures and what the key does not cover, and the run still succeeds.
+TEST(MemoryAccountingTrain, ProcessRssAboveTheLimitIsAWarningNotAnError) {
+  std::vector<std::string> job = small_job("rss_warning", /*momentum=*/false);
+  job.push_back("run.memory_limit_mb=8");  // tensors: well under 1 MiB; the process: far more
+  log::ScopedCapture logs;
+  train::Trainer t(train::load_config("/dev/null", job));
+  train::TrainSummary sum = t.run();
+  nlohmann::json j = testing::last_record(sum.run_dir + "/metrics.jsonl", "summary");
+  ASSERT_GT(j["process_peak_rss_bytes"].get<uint64_t>(), uint64_t(8) << 20) << j.dump();
+  EXPECT_EQ(logs.count("process peak RSS "), 1u) << logs.text();
+  EXPECT_EQ(logs.count("is above run.memory_limit_mb = 8 (8.0 MiB); that key caps tensor memory"),
+            1u)
+      << logs.text();
+}
+
+TEST(MemoryAccounting, RssWarningOnlyWhenALimitIsSetAndPassed) {
+  using train::rss_over_limit_warning;
+  constexpr uint64_t kMiB = 1 << 20;
+  EXPECT_EQ(rss_over_limit_warning(0, 10 * kMiB, 500 * kMiB), "");           // no limit
+  EXPECT_EQ(rss_over_limit_warning(256 * kMiB, 10 * kMiB, 256 * kMiB), "");  // at it
+  EXPECT_EQ(rss_over_limit_warning(256 * kMiB, 10 * kMiB, 0), "");           // unknown
+  EXPECT_EQ(rss_over_limit_warning(96 * kMiB, 12 * kMiB + kMiB / 2, 200 * kMiB),
+            "process peak RSS 200.0 MiB is above run.memory_limit_mb = 96 (96.0 MiB); that key "
+            "caps tensor memory (peak 12.5 MiB), not the process's resident memory: code and "
+            "libraries, thread stacks, the heap, mapped files (docs/memory.md)");
+}
+
+TEST(MemoryAccounting, ProcessStatusGivesRssAndItsHighWaterMarkInBytes) {
+  const ProcessMemory m = parse_process_status(
+      "Name:\tcohort\nVmPeak:\t  900 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\n");
+  EXPECT_EQ(m.rss_bytes, 1024u * 1024);
+  EXPECT_EQ(m.peak_rss_bytes, 2048u * 1024);
+  EXPECT_EQ(parse_process_status("Name: x\n").peak_rss_bytes, 0u);
+  const ProcessMemory self = process_memory();  // this process, on Linux
+  EXPECT_GT(self.rss_bytes, 0u);
+  EXPECT_GE(self.peak_rss_bytes, self.rss_bytes);
 }
 
 TEST(MemoryAccountingTrain, RunPastTheMemoryLimitFailsNamingTheKey) {

@@ -32,7 +32,8 @@ done
 # libtorch-dev: the torch.distributed backend cohort.torch (python/torch_plugin, built where it
 # is found); python3-torch: its tests (tests/python/torch), so PyTorch is not a peer only either.
 # libpng-dev, libjpeg-dev (libjpeg62-turbo): the image folder data set's decoders
-# (cohort/data/image_decode.cc).
+# (cohort/data/image_decode.cc); python3-pil: bench/fashion_to_files.py writes the PNG folder,
+# and the PyTorch peer reads it (bench/run_file_data_accuracy.sh, its CTest smoke).
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libssl-dev libpng-dev libjpeg-dev
@@ -44,7 +45,7 @@ PACKAGES=(
   libjs-chart.js chromium-headless-shell libcpp-httplib-dev python3-prometheus-client
   python3-pytest
   pybind11-dev python3-dev python3-numpy
-  libtorch-dev python3-torch
+  libtorch-dev python3-torch python3-pil
 )
 # The benchmark peer (never a dependency of cohort itself); skipped with COHORT_NO_PEERS=1.
 if [ "${COHORT_NO_PEERS:-0}" != "1" ] && [ "$with_peers" = 1 ]; then

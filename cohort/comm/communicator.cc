@@ -71,6 +71,24 @@ void Communicator::close() {
   ctx_->close();
 }
 
+void Communicator::abort(const std::string& reason) {
+  ctx_->request_abort(reason);
+  std::vector<std::shared_ptr<Communicator>> children;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& w : children_)
+      if (auto c = w.lock()) children.push_back(std::move(c));
+  }
+  for (auto& c : children) c->abort(reason);
+}
+
+std::shared_ptr<Communicator> Communicator::adopt(std::shared_ptr<Communicator> child) {
+  if (!child) return child;
+  std::lock_guard<std::mutex> lock(mu_);
+  children_.push_back(child);
+  return child;
+}
+
 uint64_t Communicator::next_p2p_seq(int peer, bool send) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& v = send ? p2p_sent_ : p2p_received_;
@@ -284,7 +302,7 @@ std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ra
   CommOptions o = options_;
   o.prefix = detail::str(prefix_, "/group", id);
   o.flight_dump_path.clear();
-  return create(store_, int(it - ranks.begin()), int(ranks.size()), o);
+  return adopt(create(store_, int(it - ranks.begin()), int(ranks.size()), o));
 }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
@@ -308,7 +326,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   CommOptions o = options_;
   o.prefix = detail::str(prefix_, "/split", id, "/color", color);
   o.flight_dump_path.clear();
-  return create(store_, my_index, int(members.size()), o);
+  return adopt(create(store_, my_index, int(members.size()), o));
 }
 
 SharedBuffer Communicator::alloc_shared(size_t bytes) {

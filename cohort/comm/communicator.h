@@ -110,6 +110,11 @@ class Communicator {
 
   // Closes every connection now (tests use it to play a peer that goes away).
   void close();
+  // From any thread: the operation in flight and every later one, here and in the sub-groups
+  // made from this communicator, fail with an IoError quoting `reason` (the liveness watchdog
+  // names a peer that stopped beating this way, comm/liveness.h). The communicator is then
+  // broken, as after any IoError.
+  void abort(const std::string& reason);
 
   // What Algorithm::kAuto consults for allreduce (see cost_model.h). set_cost_model must be
   // called with the same model on every rank (measure_cost_model does that).
@@ -176,6 +181,9 @@ class Communicator {
   uint64_t next_group_ = 0;
   std::vector<uint64_t> p2p_sent_, p2p_received_;
   std::string broken_;  // the first transport error; non-empty: refuse further operations
+  // Sub-groups made by new_group and split, which abort() reaches too (under mu_).
+  std::vector<std::weak_ptr<Communicator>> children_;
+  std::shared_ptr<Communicator> adopt(std::shared_ptr<Communicator> child);
   // Asynchronous operations sleep between polls unless someone waits for them (backoff.h).
   std::shared_ptr<transport::WaitHint> wait_hint_ = std::make_shared<transport::WaitHint>();
 

@@ -2,6 +2,7 @@
 
 #include "cohort/comm/communicator.h"
 #include "cohort/comm/cost_model.h"
+#include "cohort/comm/liveness.h"
 #include "cohort/core/logging.h"
 #include "cohort/parallel/strategy_registry.h"
 
@@ -38,6 +39,19 @@ comm::transport::FaultInjection fault_injection(const Config& cfg, int rank) {
   return f;
 }
 
+// elastic.detect_s: beats under this attempt's prefix (a restarted job's ranks beat afresh),
+// aborting the world's communicator when a peer stops. The native backend only: MPI has no
+// abort that leaves the process standing.
+std::unique_ptr<comm::Liveness> watch_liveness(const Config& cfg, const TrainWorld& w) {
+  const double detect_s = cfg.get_float("elastic.detect_s");
+  if (detect_s <= 0 || !w.joined->comm || !w.joined->store.store) return nullptr;
+  comm::LivenessOptions o;
+  o.detect = std::chrono::milliseconds(int64_t(detect_s * 1000.0));
+  o.prefix = detail::str("liveness/attempt", w.restart_count);
+  return std::make_unique<comm::Liveness>(w.joined->store.store, w.rank, w.size, o,
+                                          comm::abort_on_loss(w.joined->comm));
+}
+
 }  // namespace
 
 std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvMap& env) {
@@ -65,6 +79,7 @@ std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvM
   if (!mpi && w->size == 1) return w;  // a job of one: no gradients to average
   if (w->joined->comm) calibrate(cfg, *w->joined->comm, env);
   w->group = w->joined->group;
+  w->liveness = watch_liveness(cfg, *w);
   return w;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cohort/comm/init.h"
+#include "cohort/comm/liveness.h"
 #include "cohort/comm/process_group.h"
 #include "cohort/core/config.h"
 #include "cohort/rendezvous/bootstrap.h"
@@ -34,6 +35,9 @@ struct TrainWorld {
   // joined->group when gradients are averaged; null for a job of one (MPI keeps its group even
   // with one rank).
   std::shared_ptr<comm::ProcessGroup> group;
+  // Beats for this worker and aborts `group`'s collectives when a peer stops beating
+  // (elastic.detect_s; native backend). Declared after `joined`: it stops first.
+  std::unique_ptr<comm::Liveness> liveness;
   bool distributed() const { return group != nullptr; }
   bool is_chief() const { return rank == 0; }  // prints, logs evaluations, writes checkpoints
 };

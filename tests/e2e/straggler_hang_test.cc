@@ -127,6 +127,24 @@ TEST(HangTrain, StoppedRankIsNamedByTheFlightRecorderAndEveryProcessExits) {
   EXPECT_TRUE(processes_mentioning(d.string()).empty()) << "left running";
 }
 
+// Liveness (elastic.detect_s, docs/elastic.md): the same stop with the default collective
+// deadline (300 s) ends the job within the detection time (2 s) plus start-up, rank 0's error
+// naming rank 1 as the worker that stopped beating.
+TEST(StopRank, AStoppedRankIsNamedWithinTheDetectionTimeNotTheDeadline) {
+  fs::path d = cohort::testing::fresh_dir("cohort_hang_e2e_", "liveness");
+  auto start = std::chrono::steady_clock::now();
+  CliResult r = run_cli(
+      job(d, "stop") + " --set train.epochs=50 --set fault.stop_rank=1 --set fault.stop_at_step=5");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_LT(seconds, 2 + 10) << r.output;  // detection, plus start-up and the stop
+  EXPECT_NE(r.output.find("rank 1 sent no heartbeat for 2."), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(elastic.detect_s = 2.0): it died, was stopped"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("cohort run: verdict: rank 1 is behind"), std::string::npos) << r.output;
+  EXPECT_TRUE(processes_mentioning(d.string()).empty()) << "left running";
+}
+
 // The transport's seams from the config: a dropped link fails both ranks naming each other
 // (and the verdict names nobody behind: both stopped at the same call); a delay on every send
 // shows in the communication time.

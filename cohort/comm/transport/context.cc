@@ -89,6 +89,7 @@ bool Context::progress_all() {
 }
 
 bool Context::test(OpState& op) {
+  if (abort_requested()) abort_if_requested();
   if (!op.finished()) progress_all();
   return op.finished();
 }
@@ -105,6 +106,7 @@ void Context::wait(OpState& op, Deadline deadline) {
   for (;;) {
     uint64_t seen = notifier_->generation();
     bool moved = progress_all();
+    if (abort_requested()) abort_if_requested();  // fails op (its pair is broken)
     int status = op.status.load(std::memory_order_acquire);
     if (status == 1) return;
     if (status == 2) std::rethrow_exception(op.error);
@@ -152,6 +154,27 @@ void Context::close() {
   for (auto& p : pairs_) {
     if (p) p->close();
   }
+}
+
+void Context::request_abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (abort_requested_.load(std::memory_order_relaxed)) return;  // the first reason stands
+    abort_reason_ = reason;
+  }
+  abort_requested_.store(true, std::memory_order_release);
+  notifier_->notify();  // a waiter asleep on the notifier looks again
+}
+
+void Context::abort_if_requested() {
+  if (aborted_) return;
+  aborted_ = true;
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    reason = abort_reason_;
+  }
+  abort(reason);
 }
 
 void Context::abort(const std::string& reason) {

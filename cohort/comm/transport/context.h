@@ -10,6 +10,7 @@
 // Creation throws Timeout naming the ranks that did not arrive within connect_timeout.
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,12 @@ class Context {
   void close();
   // Breaks every pair after an error: peers' ops fail at once with an IoError quoting `reason`.
   void abort(const std::string& reason);
+  // From any thread (a liveness watchdog, comm/liveness.h): every wait of this context, the one
+  // in progress and later ones, fails with an IoError quoting `reason`. The waiting thread
+  // breaks the pairs itself (abort above), since a pair is driven by one thread at a time; a
+  // sleeping waiter is woken.
+  void request_abort(const std::string& reason);
+  bool abort_requested() const { return abort_requested_.load(std::memory_order_acquire); }
 
  private:
   Context(int rank, int size);
@@ -133,6 +140,12 @@ class Context {
   std::shared_ptr<Notifier> notifier_ = std::make_shared<Notifier>();
   Backoff::Policy backoff_policy_;
   AdaptiveSpin spin_;
+  // request_abort: the flag is read by every wait; the reason under abort_mu_ (written once).
+  void abort_if_requested();
+  std::atomic<bool> abort_requested_{false};
+  bool aborted_ = false;  // by the waiting thread: the pairs are broken
+  std::mutex abort_mu_;
+  std::string abort_reason_;
   FaultInjection faults_;
   uint64_t sent_to_drop_peer_ = 0;
   bool stalled_ = false;

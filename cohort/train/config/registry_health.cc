@@ -116,6 +116,16 @@ void add_straggler_keys(ConfigRegistry& r) {
                   "The communicator's flight recorder: how many of its last collectives and "
                   "point-to-point calls it keeps, to write when one fails or times out "
                   "(docs/monitoring.md). 0: none."));
+  r.add({"elastic.detect_s",
+         T::kFloat,
+         2.0,
+         "Liveness: every worker beats into the job's store; a worker whose beat has not moved "
+         "for this many seconds (it died, was stopped, or was cut off) is named on every other "
+         "worker, and their collectives in flight fail at once naming it instead of waiting for "
+         "comm.timeout_s (docs/elastic.md). 0: off.",
+         "COHORT_ELASTIC_DETECT_S",
+         {},
+         0.0});
 }
 
 }  // namespace

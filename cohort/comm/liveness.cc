@@ -79,6 +79,10 @@ void Liveness::run() {
 }
 
 void Liveness::look(Clock::time_point now) {
+  if (!options_.round_key.empty() && store_->check({options_.round_key})) {
+    report(-1, store_->get_string(options_.round_key));
+    return;
+  }
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     const std::string key = beat_key(options_.prefix, p);

@@ -34,6 +34,10 @@ struct LivenessOptions {
   std::string prefix = "liveness";         // store namespace (a job's generation may add to it)
   // Names the setting in the error ("elastic.detect_s = 2").
   std::string setting = "elastic.detect_s";
+  // When this key appears in the store (elastic recovery: a survivor opened a membership round,
+  // train/elastic.h), on_lost runs with its value as the reason, so that every survivor leaves
+  // its collective within one look instead of at detection. Empty: none.
+  std::string round_key;
 };
 
 // What the watchdog found: the peer (or -1 for the store itself) and the error text.

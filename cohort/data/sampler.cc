@@ -58,7 +58,8 @@ int64_t DistributedSampler::num_samples() const {
   COHORT_CHECK_ARG(size_ != kSizeFromDataset,
                    "DistributedSampler: dataset size not set (hand the sampler to a Loader or "
                    "construct it with a size)");
-  const int64_t share = options_.drop_last ? size_ / world_ : (size_ + world_ - 1) / world_;
+  const int64_t rest = std::max<int64_t>(0, size_ - options_.skip);
+  const int64_t share = options_.drop_last ? rest / world_ : (rest + world_ - 1) / world_;
   return options_.max_samples > 0 ? std::min(share, options_.max_samples) : share;
 }
 
@@ -74,7 +75,7 @@ std::vector<int64_t> DistributedSampler::indices() const {
   std::vector<int64_t> mine(static_cast<size_t>(per_rank));
   for (int64_t k = 0; k < per_rank; ++k) {
     // Positions past the end wrap to the start: torch's padding (size > 0 whenever total > size).
-    int64_t pos = rank_ + k * world_;
+    int64_t pos = options_.skip + rank_ + k * world_;
     mine[size_t(k)] = order[size_t(pos < size_ ? pos : pos % size_)];
   }
   return mine;

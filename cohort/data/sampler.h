@@ -22,6 +22,10 @@ struct SamplerOptions {
   // > 0: each rank takes at most this many of its indices per epoch (the first of its share):
   // ranks with shards of their own step in lockstep on the smallest one's count.
   int64_t max_samples = 0;
+  // Positions [0, skip) of each epoch's order were trained on already (by another split of the
+  // job: elastic training re-deals the rest of an epoch to the workers left, docs/elastic.md);
+  // rank r takes positions skip + r, skip + r + world, ... of the rest.
+  int64_t skip = 0;
 };
 
 class DistributedSampler {

@@ -265,6 +265,47 @@ bool Attempt::restart_alone(Worker& w) {
   return true;
 }
 
+bool Attempt::leave_behind(Worker& w) {
+  const int world = options_.nnodes * options_.nproc_per_node;
+  if (options_.elastic_min_workers <= 0 || w.rank >= world) return false;
+  const std::string how = cohort::detail::str(
+      WIFSIGNALED(w.status) ? "was killed by " : "exited with ", describe_status(w.status));
+  if (chief_done_) {  // a dropped worker, stopped once the job was done
+    ++outcome_.left_behind;
+    return true;
+  }
+  int running = 0;
+  for (auto& other : workers_) running += other->running && other->rank < world;
+  if (w.rank == 0 || running < options_.elastic_min_workers) {
+    std::fprintf(stderr, "cohort run: rank %d %s; elastic: %s: the job stops\n", w.rank,
+                 how.c_str(),
+                 w.rank == 0 ? "in-place recovery keeps rank 0 (it writes checkpoints and metrics)"
+                             : cohort::detail::str("only ", running,
+                                                   " worker(s) would be left, "
+                                                   "fewer than elastic.min_workers = ",
+                                                   options_.elastic_min_workers)
+                                   .c_str());
+    std::fflush(stderr);
+    return false;
+  }
+  ++outcome_.left_behind;
+  std::fprintf(stderr,
+               "cohort run: rank %d %s; elastic: %d worker(s) go on without it "
+               "(elastic.min_workers = %d)\n",
+               w.rank, how.c_str(), running, options_.elastic_min_workers);
+  std::fflush(stderr);
+  return true;
+}
+
+void Attempt::stop_dropped_after_chief() {
+  if (options_.elastic_min_workers <= 0 || chief_done_) return;
+  for (auto& w : workers_) {
+    if (w->rank != 0 || w->running) continue;
+    if (!(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0)) return;
+    chief_done_ = Clock::now();
+  }
+}
+
 bool Attempt::any_running() const {
   return std::any_of(workers_.begin(), workers_.end(), [](auto& w) { return w->running; });
 }
@@ -284,6 +325,9 @@ void Attempt::watch() {
   while (any_running() && outcome_.failed_rank < 0 && outcome_.signal == 0) {
     pump(kWatchPeriod);
     reap();
+    stop_dropped_after_chief();
+    // Workers an elastic job dropped (stopped, cut off) do not end by themselves.
+    if (chief_done_ && Clock::now() - *chief_done_ > options_.stop_grace) signal_all(SIGKILL);
   }
   // A worker that exited with an error has often only noticed a peer that was killed: that
   // peer is the cause to name. The killed one's death can reach waitpid a moment later (its
@@ -403,6 +447,7 @@ void Attempt::reap() {
     const bool failed = !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
     if (!failed || stopping_ || outcome_.signal != 0) continue;
     if (outcome_.failed_rank < 0 && restart_alone(*w)) continue;
+    if (outcome_.failed_rank < 0 && leave_behind(*w)) continue;
     bool signaled_over_exit =
         outcome_.failed_rank >= 0 && WIFSIGNALED(w->status) && !WIFSIGNALED(outcome_.status);
     if (outcome_.failed_rank < 0 || signaled_over_exit) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct AttemptOutcome {
   std::string tail;         // last lines of the failed rank, indented
   std::string unreaped;     // workers that outlived SIGKILL + deadline (should be empty)
   int server_restarts = 0;  // processes of a parameter-server job restarted alone (below)
+  int left_behind = 0;      // workers an elastic job went on without (LaunchOptions)
   // After a failure: the flight recorder's verdict over this node's workers
   // (flight_verdict.h), empty when none of them wrote a record.
   std::string flight_report;
@@ -66,6 +68,10 @@ class Attempt {
   // store; COHORT_SERVER_RESTARTS or COHORT_WORKER_RESTARTS counts its restarts). False when
   // it cannot be.
   bool restart_alone(Worker& w);
+  // Elastic jobs: whether the failed worker `w` is left behind (the others go on), and the
+  // workers still running once rank 0 finished cleanly, killed after the grace period.
+  bool leave_behind(Worker& w);
+  void stop_dropped_after_chief();
   void watch();
   void stop(int sig);
   // kUntilEscalated: also return early when a second signal asked to stop waiting.
@@ -95,6 +101,7 @@ class Attempt {
   std::vector<int> cpus_;  // local rank -> core it is pinned to (empty: none)
   AttemptOutcome outcome_;
   bool stopping_ = false;
+  std::optional<std::chrono::steady_clock::time_point> chief_done_;  // rank 0 exited with 0
   bool escalate_ = false;  // a second SIGINT/SIGTERM to the launcher: SIGKILL now
   std::string flight_dir_;
   bool flight_dir_temporary_ = false;

@@ -61,6 +61,11 @@ struct LaunchOptions {
   // Restart all local workers after a failure, K times. With parameter servers: a failed server
   // restarts alone (the workers run on and wait for it); a failed worker ends the job.
   int max_restarts = 0;
+  // Elastic training (docs/elastic.md): > 0, a worker other than rank 0 that fails is left
+  // behind while at least this many workers still run, and the others go on in place (they
+  // re-form their group themselves). Once rank 0 has finished cleanly, workers still running
+  // (dropped ones: stopped, or cut off) are killed after stop_grace and do not fail the job.
+  int elastic_min_workers = 0;
   std::chrono::milliseconds stop_grace = std::chrono::seconds(5);  // SIGTERM -> SIGKILL
   bool tag_output = true;   // prefix each output line with "[rank R] "
   Bind bind = Bind::kAuto;  // pin local workers to cores (binding.h)

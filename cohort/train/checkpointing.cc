@@ -201,6 +201,12 @@ LoopPosition convert_position(const Trainer::State& s, const ckpt::CheckpointDat
   const BatchSplit now = batch_split(s);
   if (s.data.is_text || (then.micro() == now.micro() && then.global() == now.global()))
     return saved;
+  // After in-place recovery mid-epoch (train/elastic.h) the position is a skip plus batches of
+  // that split: only the same split continues it exactly.
+  COHORT_CHECK_ARG(saved.skip == 0, "cannot resume from the checkpoint of step ", d.step, " with ",
+                   now.describe(), ": it was written mid-epoch after workers were lost, ", "by ",
+                   then.describe(), "; resume with that split, or from a checkpoint taken ",
+                   "at the end of an epoch");
   // Shards are dealt by worker: another count gives each worker other samples mid-epoch.
   COHORT_CHECK_ARG(!s.data.sharded || then.workers == now.workers, "cannot resume from the ",
                    "checkpoint of step ", d.step, " with ", now.workers, " workers: its data is a ",
@@ -241,7 +247,8 @@ void check_same_run(const Trainer::State& s, const ckpt::CheckpointData& d) {
     }
   }
   int written_by = j.at("world_size").get<int>();
-  LoopPosition saved{j.at("epoch").get<int64_t>(), j.at("batch_in_epoch").get<int64_t>()};
+  LoopPosition saved{j.at("epoch").get<int64_t>(), j.at("batch_in_epoch").get<int64_t>(),
+                     j.value("epoch_skip", int64_t(0))};
   if (!then) {
     // A checkpoint without the split: mid-epoch its position counts batches per worker, which
     // means other samples with another number of workers. At an epoch boundary only the data
@@ -333,6 +340,7 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                            {"optimizer_scalars", strategy.optimizer_scalars},
                            {"world_size", s.world->size},
                            {"data_workers", s.world->data_size},
+                           {"epoch_skip", pos.skip},
                            {"resume_keys", resume_keys(s.cfg)},
                            {"config", s.cfg.to_toml()}};
   capture_strategy(s.strategy->name(), strategy, d);
@@ -367,7 +375,8 @@ LoopPosition restore_checkpoint(Trainer::State& s, const ckpt::CheckpointData& d
     s.samples = j.at("samples").get<int64_t>();
     s.train_seconds = j.at("train_seconds").get<double>();
     s.loss_ema = j.at("loss_ema").get<double>();
-    return {j.at("epoch").get<int64_t>(), j.at("batch_in_epoch").get<int64_t>()};
+    return {j.at("epoch").get<int64_t>(), j.at("batch_in_epoch").get<int64_t>(),
+            j.value("epoch_skip", int64_t(0))};
   } catch (const nlohmann::json::exception& e) {
     COHORT_CHECK_IO(false, "checkpoint step ", d.step, ": state.json is missing or has a bad ",
                     "field: ", e.what());

@@ -21,6 +21,8 @@ class Progress {
   void finish();
   // Training also stops after this many seconds (train.time_limit_s): the ETA says so.
   void set_time_limit(double seconds) { time_limit_ = seconds; }
+  // The run's steps changed (in-place recovery dealt the rest of an epoch to fewer workers).
+  void set_total(int64_t total_steps) { total_ = total_steps; }
 
  private:
   void draw(int64_t step, int64_t epoch, double loss, double samples_per_s);

@@ -20,6 +20,7 @@
 #include "cohort/parallel/strategy_registry.h"
 #include "cohort/train/components.h"
 #include "cohort/train/device_select.h"
+#include "cohort/train/elastic.h"
 #include "cohort/train/evaluate.h"
 #include "cohort/train/init_weights.h"
 #include "cohort/train/progress.h"
@@ -80,7 +81,9 @@ void settle_run_dir(Trainer::State& s, const rendezvous::EnvMap& env) {
 
 Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
     : s_(std::make_unique<State>(cfg)) {
+  s_->env = env;
   check_combination(cfg);
+  check_elastic_config(cfg);
   s_->world = join_world(cfg, env);
   settle_run_dir(*s_, env);
   if (s_->world->size > 1) log::set_rank(s_->world->rank);

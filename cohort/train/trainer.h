@@ -68,6 +68,8 @@ class Trainer {
   void write_checkpoint();
   void save_checkpoint();
   void run_epochs(Progress& p);
+  // The epochs from s_->resume_pos on; run_epochs calls it again after in-place recovery.
+  void run_epochs_from_resume(Progress& p);
   void run_text(Progress& p);
   TrainSummary finish_summary();
   std::unique_ptr<State> s_;

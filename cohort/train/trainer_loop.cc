@@ -1,6 +1,7 @@
 // Trainer's epoch/step loop: one step, its timings and metrics, evaluation points.
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <tuple>
@@ -12,6 +13,7 @@
 #include "cohort/nn/loss.h"
 #include "cohort/ops/ops.h"
 #include "cohort/train/batch_prefetch.h"
+#include "cohort/train/elastic.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/run_trace.h"
 #include "cohort/train/trainer_state.h"
@@ -149,6 +151,7 @@ bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, i
   s.metrics.add(t);
   s.train_seconds += t.total_s();
   ++s.step;
+  s.pos = {epoch, batch_index + 1, s.pos.epoch == epoch ? s.pos.skip : 0};
   // Collective every metrics.straggler_every steps; rank 0 prints who is named.
   auto named = s.stragglers.after_step(s.step, t.total_s() - t.exposed_s);
   if (named && s.world->is_chief()) p.line(*named);
@@ -157,7 +160,6 @@ bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, i
   s.loss_ema = s.step == 1 ? loss : 0.95 * s.loss_ema + 0.05 * loss;
   p.step(s.step, epoch, s.loss_ema, sps * s.world->data_size);
   if (s.step % s.cfg.get_int("run.log_every") == 0) log_step(s, loss, epoch, sps);
-  s.pos = {epoch, batch_index + 1};
   int64_t every = s.cfg.get_int("ckpt.every_steps");
   if (every > 0 && s.step % every == 0) save_checkpoint();
   maybe_kill_self(s);
@@ -184,9 +186,11 @@ bool evaluates_at_start(const Trainer::State& s) {
 
 }  // namespace
 
-void Trainer::run_epochs(Progress& p) {
-  State& s = *s_;
-  if (evaluates_at_start(s)) log_eval(s, p, evaluate(), 0);
+// The loader of one epoch: this worker's share of it (a shard directory: its own shards; after
+// in-place recovery, of what the old world had not trained on: the position's skip).
+namespace {
+
+std::unique_ptr<data::Loader> make_epoch_loader(const Trainer::State& s, int64_t skip) {
   data::LoaderOptions lo{.batch = s.batch,
                          .shuffle = s.cfg.get_bool("data.shuffle"),
                          .seed = uint64_t(s.cfg.get_int("run.seed")),
@@ -195,18 +199,45 @@ void Trainer::run_epochs(Progress& p) {
   if (s.data.sharded) {  // this worker's own shards, in lockstep on the smallest share
     lo.sampler = data::DistributedSampler(
         0, 1, {.shuffle = lo.shuffle, .seed = lo.seed, .max_samples = s.data.samples_per_worker});
-  } else if (s.world->data_size > 1) {
+  } else if (s.world->data_size > 1 || skip > 0) {
     lo.sampler = data::DistributedSampler(s.world->data_rank, s.world->data_size,
-                                          {.shuffle = lo.shuffle, .seed = lo.seed});
+                                          {.shuffle = lo.shuffle, .seed = lo.seed, .skip = skip});
   }
-  data::Loader loader(s.data.train, lo);
+  return std::make_unique<data::Loader>(s.data.train, lo);
+}
+
+}  // namespace
+
+void Trainer::run_epochs(Progress& p) {
+  State& s = *s_;
+  if (evaluates_at_start(s)) log_eval(s, p, evaluate(), 0);
+  for (;;) {
+    try {
+      run_epochs_from_resume(p);
+      return;
+    } catch (const Error& e) {
+      // A lost peer fails a collective with IoError (or Timeout at its deadline): with
+      // elastic.min_workers the survivors go on in place (train/elastic.h).
+      const bool lost_peer = dynamic_cast<const IoError*>(&e) || dynamic_cast<const Timeout*>(&e);
+      if (!lost_peer || !can_recover_in_place(s)) throw;
+      recover_in_place(s, e.what());
+      p.set_total(s.total_steps);
+    }
+  }
+}
+
+void Trainer::run_epochs_from_resume(Progress& p) {
+  State& s = *s_;
   BatchPrefetch feed = make_feed(s);
   bool more = s.step < s.total_steps;
   for (int64_t epoch = s.resume_pos.epoch; more && epoch < s.cfg.get_int("train.epochs"); ++epoch) {
+    const bool resumed = epoch == s.resume_pos.epoch;
+    std::unique_ptr<data::Loader> owned = make_epoch_loader(s, resumed ? s.resume_pos.skip : 0);
+    data::Loader& loader = *owned;
     loader.set_epoch(epoch);
-    if (epoch == s.resume_pos.epoch) loader.resume_at(s.resume_pos.batch_in_epoch);
+    if (resumed) loader.resume_at(s.resume_pos.batch_in_epoch);
     // Batches of this epoch trained on (the feed may hold the next step's, not yet trained).
-    int64_t next_batch = epoch == s.resume_pos.epoch ? s.resume_pos.batch_in_epoch : 0;
+    int64_t next_batch = resumed ? s.resume_pos.batch_in_epoch : 0;
     auto train = [&](std::optional<StepInput> ready) {
       if (!ready) return;
       more = train_step(ready->micro, ready->epoch, ready->batch_index, ready->data_s, p);

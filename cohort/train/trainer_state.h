@@ -49,11 +49,15 @@ inline void finish_strategy_training(parallel::Strategy& s) {
 struct LoopPosition {
   int64_t epoch = 0;
   int64_t batch_in_epoch = 0;  // batches of `epoch` already trained on (per rank)
+  // Samples of `epoch` trained on before this split of the job began (elastic training dealt
+  // the rest of the epoch to the workers left: the sampler's skip); batch_in_epoch counts after.
+  int64_t skip = 0;
   bool operator==(const LoopPosition&) const = default;
 };
 
 struct Trainer::State {
   Config cfg;
+  rendezvous::EnvMap env;  // the environment the trainer started with (strategies read it)
   // Before everything that allocates: run.memory_limit_mb covers building the model too.
   MemoryAccount memory;
   std::unique_ptr<TrainWorld> world;  // first: outlives the DDP that uses its group
@@ -98,6 +102,7 @@ struct Trainer::State {
   int64_t start_step = 0;       // step the run resumed from (0: fresh)
   LoopPosition resume_pos;      // where this run starts (a checkpoint's position, or 0/0)
   LoopPosition pos;             // after the last step: what a checkpoint taken now records
+  int elastic_generation = 0;   // membership changes so far (train/elastic.h)
 
   explicit State(const Config& c) : cfg(c), memory(cfg) {}
   // train.time_limit_s reached; in a distributed run rank 0 decides for everyone, so that all

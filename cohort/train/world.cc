@@ -5,6 +5,7 @@
 #include "cohort/comm/liveness.h"
 #include "cohort/core/logging.h"
 #include "cohort/parallel/strategy_registry.h"
+#include "cohort/train/elastic.h"
 
 namespace cohort::train {
 namespace {
@@ -39,19 +40,6 @@ comm::transport::FaultInjection fault_injection(const Config& cfg, int rank) {
   return f;
 }
 
-// elastic.detect_s: beats under this attempt's prefix (a restarted job's ranks beat afresh),
-// aborting the world's communicator when a peer stops. The native backend only: MPI has no
-// abort that leaves the process standing.
-std::unique_ptr<comm::Liveness> watch_liveness(const Config& cfg, const TrainWorld& w) {
-  const double detect_s = cfg.get_float("elastic.detect_s");
-  if (detect_s <= 0 || !w.joined->comm || !w.joined->store.store) return nullptr;
-  comm::LivenessOptions o;
-  o.detect = std::chrono::milliseconds(int64_t(detect_s * 1000.0));
-  o.prefix = detail::str("liveness/attempt", w.restart_count);
-  return std::make_unique<comm::Liveness>(w.joined->store.store, w.rank, w.size, o,
-                                          comm::abort_on_loss(w.joined->comm));
-}
-
 }  // namespace
 
 std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvMap& env) {
@@ -79,8 +67,24 @@ std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvM
   if (!mpi && w->size == 1) return w;  // a job of one: no gradients to average
   if (w->joined->comm) calibrate(cfg, *w->joined->comm, env);
   w->group = w->joined->group;
-  w->liveness = watch_liveness(cfg, *w);
+  w->liveness = watch_liveness(cfg, *w, 0);
   return w;
+}
+
+// The native backend only: MPI has no abort that leaves the process standing.
+std::unique_ptr<comm::Liveness> watch_liveness(const Config& cfg, TrainWorld& w, int generation) {
+  const double detect_s = cfg.get_float("elastic.detect_s");
+  if (detect_s <= 0 || !w.joined || !w.joined->comm || !w.joined->store.store) return nullptr;
+  comm::LivenessOptions o;
+  o.detect = std::chrono::milliseconds(int64_t(detect_s * 1000.0));
+  // Per attempt (a restarted job's ranks beat afresh) and per generation (new ranks).
+  o.prefix = generation == 0 ? detail::str("liveness/attempt", w.restart_count)
+                             : detail::str("liveness/attempt", w.restart_count, "/gen", generation);
+  if (cfg.get_int("elastic.min_workers") > 0)
+    o.round_key = elastic_round_key(w.restart_count, generation + 1);
+  w.liveness_prefix = o.prefix;
+  return std::make_unique<comm::Liveness>(w.joined->store.store, w.rank, w.size, o,
+                                          comm::abort_on_loss(w.joined->comm));
 }
 
 }  // namespace cohort::train

@@ -38,6 +38,7 @@ struct TrainWorld {
   // Beats for this worker and aborts `group`'s collectives when a peer stops beating
   // (elastic.detect_s; native backend). Declared after `joined`: it stops first.
   std::unique_ptr<comm::Liveness> liveness;
+  std::string liveness_prefix;  // the store namespace its beats go to
   bool distributed() const { return group != nullptr; }
   bool is_chief() const { return rank == 0; }  // prints, logs evaluations, writes checkpoints
 };
@@ -46,5 +47,11 @@ struct TrainWorld {
 // (inconsistent variables, a peer that never arrives within comm.timeout_s, a backend this
 // build lacks) name the variable, rank or backend.
 std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvMap& env);
+
+// elastic.detect_s: a watchdog beating for `w` and aborting its communicator when a peer stops
+// (null when off, or without a native communicator). Generation g > 0 (after in-place recovery,
+// train/elastic.h) beats under a namespace of its own; with elastic.min_workers the watchdog
+// also aborts when the next membership round opens. Sets w.liveness_prefix.
+std::unique_ptr<comm::Liveness> watch_liveness(const Config& cfg, TrainWorld& w, int generation);
 
 }  // namespace cohort::train

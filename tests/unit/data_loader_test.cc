@@ -83,6 +83,29 @@ TEST(Sampler, ShardsCoverTheDataWithBothPolicies) {
   }
 }
 
+// Elastic recovery re-deals the rest of an epoch (sampler skip): the batches the old world
+// of 4 trained on plus what the new world of 3 takes are every sample exactly once.
+TEST(Sampler, ASkipRedealsTheRestOfTheEpochWithNothingSkippedOrRepeated) {
+  const int64_t n = 1000, batch = 8, done_batches = 10;
+  std::multiset<int64_t> seen;
+  for (int r = 0; r < 4; ++r) {
+    DistributedSampler old(n, r, 4, {.shuffle = true, .seed = 5, .drop_last = true});
+    old.set_epoch(3);
+    std::vector<int64_t> mine = old.indices();
+    seen.insert(mine.begin(), mine.begin() + done_batches * batch);
+  }
+  const int64_t skip = done_batches * batch * 4;
+  for (int r = 0; r < 3; ++r) {
+    DistributedSampler rest(n, r, 3, {.shuffle = true, .seed = 5, .drop_last = true, .skip = skip});
+    rest.set_epoch(3);
+    EXPECT_EQ(rest.num_samples(), (n - skip) / 3);
+    for (int64_t i : rest.indices()) seen.insert(i);
+  }
+  // drop_last leaves (n - skip) % 3 = 2 out; every other sample exactly once.
+  EXPECT_EQ(int64_t(seen.size()), n - (n - skip) % 3);
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), seen.size());
+}
+
 TEST(Sampler, MatchesTorchLayoutWithoutShuffle) {
   auto shard = [](int r, bool drop) {
     return DistributedSampler(10, r, 4, {.shuffle = false, .drop_last = drop}).indices();

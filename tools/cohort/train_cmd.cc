@@ -67,6 +67,7 @@ int launch_workers(const TrainArgs& a) {
   o.master = master_address(a.master);
   o.num_servers = a.servers;
   o.max_restarts = a.max_restarts;
+  o.elastic_min_workers = int(cfg.get_int("elastic.min_workers"));
   o.bind = launch::parse_bind(a.bind);
   // One run directory for every worker and every restart, chosen before any starts
   // (train/run_dir.h): a fresh run never writes into an earlier run's.

@@ -6,6 +6,7 @@
 #include "cohort/parallel/mesh.h"
 #include "cohort/parallel/strategy_registry.h"
 #include "cohort/train/components.h"
+#include "cohort/train/elastic.h"
 #include "tools/cohort/parse_errors.h"
 
 namespace cohort::cli {
@@ -37,6 +38,7 @@ void check_sequential_model(const Config& cfg) {
 void check_config_before_launch(const Config& cfg, int workers) {
   check_strategy_name(cfg);
   train::check_combination(cfg);
+  train::check_elastic_config(cfg);
   check_sequential_model(cfg);
   parallel::resolve_mesh({int(cfg.get_int("parallel.dp")), int(cfg.get_int("parallel.pp")),
                           int(cfg.get_int("parallel.tp"))},

@@ -1,0 +1,224 @@
+#include "cohort/train/elastic.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "cohort/comm/communicator.h"
+#include "cohort/core/logging.h"
+#include "cohort/parallel/strategy_registry.h"
+#include "cohort/rendezvous/store.h"
+#include "cohort/train/components.h"
+#include "cohort/train/straggler.h"
+
+namespace cohort::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string round_prefix(const Trainer::State& s, int generation) {
+  return detail::str("elastic/attempt", s.world->restart_count, "/gen", generation);
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
+
+std::vector<int> parse_ranks(const std::string& text) {
+  std::vector<int> out;
+  std::istringstream in(text);
+  for (std::string r; std::getline(in, r, ',');) out.push_back(std::stoi(r));
+  return out;
+}
+
+rendezvous::Bytes bytes_of(const std::string& s) {
+  return rendezvous::Bytes(s.begin(), s.end());
+}
+
+// The members of the round under `prefix`: waits until every old rank has arrived, or until
+// every rank still missing has not beaten for `stale` (dead or stopped), then proposes the
+// arrivals; the first proposal written is everyone's answer.
+std::vector<int> settle_members(rendezvous::Store& store, const std::string& prefix,
+                                const std::string& beats, int old_size,
+                                std::chrono::milliseconds stale, Clock::time_point give_up) {
+  const std::string members_key = prefix + "/members";
+  std::vector<int64_t> beat(size_t(old_size), -1);
+  std::vector<Clock::time_point> moved(size_t(old_size), Clock::now());
+  for (;;) {
+    if (store.check({members_key})) break;
+    std::vector<int> arrived;
+    bool missing_alive = false;
+    const Clock::time_point now = Clock::now();
+    for (int r = 0; r < old_size; ++r) {
+      if (store.check({detail::str(prefix, "/member/", r)})) {
+        arrived.push_back(r);
+        continue;
+      }
+      const std::string key = detail::str(beats, "/beat/", r);
+      const int64_t count = store.check({key}) ? std::stoll(store.get_string(key)) : -1;
+      if (count != beat[size_t(r)]) beat[size_t(r)] = count, moved[size_t(r)] = now;
+      missing_alive = missing_alive || now - moved[size_t(r)] < stale;
+    }
+    if (int(arrived.size()) == old_size || !missing_alive || now >= give_up) {
+      store.compare_set(members_key, {}, bytes_of(ranks_text(arrived)));
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return parse_ranks(store.get_string(members_key));
+}
+
+// The refusals of the header, naming what is missing.
+void check_can_go_on(const Trainer::State& s, const std::vector<int>& members, int old_size,
+                     int generation, const std::string& why) {
+  const int old_rank = s.world->rank;
+  const std::string lost = [&] {
+    std::string out;
+    for (int r = 0; r < old_size; ++r)
+      if (std::find(members.begin(), members.end(), r) == members.end())
+        out += (out.empty() ? "" : ", ") + std::to_string(r);
+    return out;
+  }();
+  COHORT_CHECK_IO(std::find(members.begin(), members.end(), old_rank) != members.end(),
+                  "elastic: rank ", old_rank, " was dropped: the others formed generation ",
+                  generation, " without it (", ranks_text(members), "); it stops");
+  const int64_t min_workers = s.cfg.get_int("elastic.min_workers");
+  COHORT_CHECK_IO(members.front() == 0, "elastic: rank 0 was lost (", why, "); in-place ",
+                  "recovery keeps rank 0, which writes checkpoints and metrics: the job stops ",
+                  "(--max-restarts restarts it from the last checkpoint)");
+  COHORT_CHECK_IO(
+      int64_t(members.size()) >= min_workers && 2 * members.size() >= size_t(old_size),
+      "elastic: only ", members.size(), " of ", old_size, " workers are left (lost: ", lost,
+      "), fewer than elastic.min_workers = ", min_workers, " or than half: the job stops");
+}
+
+// Every member's last completed step must be this one's: the replicas are then equal.
+void check_same_step(rendezvous::Store& store, const std::string& prefix,
+                     const std::vector<int>& members, int64_t step) {
+  for (int r : members) {
+    const int64_t theirs = std::stoll(store.get_string(detail::str(prefix, "/member/", r)));
+    COHORT_CHECK_IO(theirs == step, "elastic: rank ", r, " completed step ", theirs,
+                    " and this worker step ", step, ": a worker was lost inside a step's last ",
+                    "collective and the replicas differ; the job stops (--max-restarts ",
+                    "restarts it from the last checkpoint)");
+  }
+}
+
+// The new world: a communicator over the members (old rank order), its group, and a watchdog.
+void reform_world(Trainer::State& s, const std::vector<int>& members, int generation) {
+  TrainWorld& w = *s.world;
+  comm::World& joined = *w.joined;
+  std::shared_ptr<rendezvous::Store> store = joined.store.store;
+  comm::CommOptions co = joined.comm->options();
+  co.prefix = detail::str("world/attempt", w.restart_count, "/gen", generation);
+  const int new_rank = int(std::find(members.begin(), members.end(), w.rank) - members.begin());
+  const int new_size = int(members.size());
+  w.liveness.reset();  // the old beats stop; the new world beats under a new prefix
+  w.group.reset();
+  joined.group.reset();
+  joined.comm.reset();
+  joined.comm = comm::Communicator::create(store, new_rank, new_size, co);
+  joined.group = comm::make_process_group(joined.comm);
+  joined.rank = w.rank = w.data_rank = new_rank;
+  joined.size = w.size = w.data_size = new_size;
+  w.group = joined.group;
+  w.liveness = watch_liveness(s.cfg, w, generation);
+}
+
+// The rest of the current epoch, dealt to the new world; the step counts from there.
+void redeal_data(Trainer::State& s, int old_workers) {
+  const int64_t n = s.data.train->size();
+  LoopPosition pos = s.pos;
+  int64_t consumed = pos.skip + pos.batch_in_epoch * s.batch * old_workers;
+  if (consumed >= n) pos = {pos.epoch + 1, 0, 0}, consumed = 0;
+  s.resume_pos = s.pos = {pos.epoch, 0, consumed};
+  const int64_t workers = s.world->data_size;
+  const int64_t per_worker = (n - consumed + workers - 1) / workers;
+  const int64_t rest_of_epoch = (per_worker + s.batch - 1) / s.batch;
+  s.batches_per_epoch = ((n + workers - 1) / workers + s.batch - 1) / s.batch;
+  s.steps_per_epoch = s.batches_per_epoch;  // train.grad_accum_steps = 1 (checked)
+  const int64_t epochs_after = s.cfg.get_int("train.epochs") - pos.epoch - 1;
+  s.total_steps = s.step + rest_of_epoch + std::max<int64_t>(0, epochs_after) * s.steps_per_epoch;
+  const int64_t max_steps = s.cfg.get_int("train.max_steps");
+  if (max_steps > 0) s.total_steps = std::min(s.total_steps, max_steps);
+}
+
+void rebuild_strategy(Trainer::State& s) {
+  s.strategy.reset();  // unhooks the old DDP from the model before the new one hooks it
+  std::shared_ptr<rendezvous::Store> store = s.world->joined->store.store;
+  s.strategy = parallel::make_strategy(
+      s.cfg.get_string("parallel.strategy"),
+      {*s.model, *s.opt, s.world->group, s.cfg, store, &s.env, s.total_steps, s.world->rank,
+       s.world->size, s.world->worker_restarts, nullptr});
+  s.stragglers = StragglerWatch(straggler_options(s.cfg), s.world->group);
+}
+
+}  // namespace
+
+std::string elastic_round_key(int restart_count, int generation) {
+  return detail::str("elastic/attempt", restart_count, "/gen", generation, "/open");
+}
+
+bool can_recover_in_place(const Trainer::State& s) {
+  return s.cfg.get_int("elastic.min_workers") > 0 && s.world->distributed() && s.world->joined &&
+         s.world->joined->comm && s.world->size > 1;
+}
+
+void check_elastic_config(const Config& cfg) {
+  if (cfg.get_int("elastic.min_workers") <= 0) return;
+  COHORT_CHECK_ARG(cfg.get_string("parallel.strategy") == "ddp", "config: elastic.min_workers ",
+                   "(in-place recovery) works with parallel.strategy = \"ddp\" so far, not \"",
+                   cfg.get_string("parallel.strategy"), "\" (docs/elastic.md)");
+  COHORT_CHECK_ARG(cfg.get_int("train.grad_accum_steps") == 1, "config: elastic.min_workers ",
+                   "needs train.grad_accum_steps = 1 so far (docs/elastic.md)");
+  COHORT_CHECK_ARG(cfg.get_float("elastic.detect_s") > 0, "config: elastic.min_workers needs ",
+                   "liveness: elastic.detect_s > 0");
+  COHORT_CHECK_ARG(cfg.get_string("comm.backend") == "native", "config: elastic.min_workers ",
+                   "needs comm.backend = \"native\"");
+}
+
+void recover_in_place(Trainer::State& s, const std::string& why) {
+  const auto start = Clock::now();
+  const int generation = s.elastic_generation + 1;
+  const int old_rank = s.world->rank, old_size = s.world->size;
+  const std::string prefix = round_prefix(s, generation);
+  rendezvous::Store& store = *s.world->joined->store.store;
+  store.compare_set(prefix + "/open", {}, bytes_of(detail::str("rank ", old_rank, ": ", why)));
+  store.set_string(detail::str(prefix, "/member/", old_rank), std::to_string(s.step));
+  const auto detect = std::chrono::milliseconds(int64_t(s.cfg.get_float("elastic.detect_s") * 1e3));
+  const auto give_up =
+      start + std::chrono::milliseconds(int64_t(s.cfg.get_float("comm.timeout_s") * 1e3));
+  const std::vector<int> members =
+      settle_members(store, prefix, s.world->liveness_prefix, old_size, detect / 2, give_up);
+  check_can_go_on(s, members, old_size, generation, why);
+  check_same_step(store, prefix, members, s.step);
+  const int old_workers = s.world->data_size;
+  reform_world(s, members, generation);
+  redeal_data(s, old_workers);
+  rebuild_strategy(s);
+  s.elastic_generation = generation;
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  if (s.world->is_chief()) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f", took);
+    log::warn("elastic", "generation ", generation, ": ", members.size(), " of ", old_size,
+              " workers go on from step ", s.step, " (old ranks ", ranks_text(members),
+              "), recovered in ", secs, " s; the rest of epoch ", s.pos.epoch, " (",
+              s.data.train->size() - s.pos.skip, " samples) is dealt to them");
+  }
+  s.log.write({{"event", "membership"},
+               {"generation", generation},
+               {"step", s.step},
+               {"workers", members.size()},
+               {"previous_workers", old_size},
+               {"members", members},
+               {"recover_s", took},
+               {"reason", why},
+               {"time_s", std::chrono::duration<double>(Clock::now() - s.start).count()}});
+}
+
+}  // namespace cohort::train

@@ -1,0 +1,43 @@
+#pragma once
+// In-place recovery (elastic.min_workers > 0, docs/elastic.md): when a collective of the
+// training loop fails because a peer was lost (it died, or stopped beating: comm/liveness.h),
+// the survivors agree on a new membership and go on from the last completed step with the
+// state they hold, without restarting and without reading a checkpoint.
+//
+// The membership round of generation g, under "elastic/attempt<A>/gen<g>/" in the job's store:
+//   1. the first survivor to fail sets "open" (its error): every other survivor's liveness
+//      watchdog sees it within one look and fails its own collective, so all enter the round;
+//   2. each survivor sets "member/<old rank>" = its last completed step;
+//   3. once every old rank has arrived, or every rank still missing has stopped beating for
+//      elastic.detect_s / 2, a survivor writes "members" (compare-and-set: the first list
+//      written is the membership, for everyone); a worker not in it was dropped and stops;
+//   4. the members, in the order of their old ranks, form a new communicator (prefix
+//      "world/gen<g>"), and rebuild the strategy over it; the rest of the epoch is dealt to
+//      them (the sampler skips what the old world trained on), the global batch shrinking
+//      with the workers.
+// Refused (the job stops, as without elastic training): rank 0 lost (it writes checkpoints and
+// metrics), fewer than elastic.min_workers or than half of the old world left (a minority never
+// goes on alone), or survivors whose last completed steps differ (a worker died inside a
+// step's last collective: their replicas differ; a restart from the checkpoint is exact).
+#include <string>
+
+#include "cohort/train/trainer_state.h"
+
+namespace cohort::train {
+
+// Whether a failure of the training loop is one the survivors may recover from in place.
+bool can_recover_in_place(const Trainer::State& s);
+
+// Runs the membership round after `why` failed this worker's step; on return s.world (rank,
+// size, group, liveness), s.strategy, s.stragglers, s.resume_pos and the step counts are those
+// of the new world. Throws (naming why) when this worker cannot go on.
+void recover_in_place(Trainer::State& s, const std::string& why);
+
+// Checks the elastic keys against the rest of the config (before any worker starts).
+void check_elastic_config(const Config& cfg);
+
+// The store key whose appearance opens the membership round of `generation` (step 1 above):
+// the liveness watchdog of the generation before watches it.
+std::string elastic_round_key(int restart_count, int generation);
+
+}  // namespace cohort::train

@@ -1,0 +1,116 @@
+// In-place recovery end to end (elastic.min_workers, docs/elastic.md), with real processes: a
+// worker killed with SIGKILL or stopped with SIGSTOP is left behind and the others train on
+// from the last completed step, the rest of the epoch dealt to them, without a restart; the
+// stopped process is killed at the end and the job succeeds; a lost rank 0, too few workers or
+// an unsupported strategy stop the job with an error saying why.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/run_cli.h"
+#include "tests/e2e/run_dirs.h"
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CliResult;
+using testing::contains;
+using testing::run_cli;
+
+// 4,096 synthetic samples, batch 64, 2 epochs, one thread per worker, a record every step.
+std::string job(const fs::path& dir, const std::string& name, int workers) {
+  return "train /dev/null --workers " + std::to_string(workers) +
+         " --set data.dataset=synthetic --set data.synthetic_samples=4096 --set model.hidden=[64]"
+         " --set train.epochs=2 --set run.threads=1 --set run.log_every=1 --set "
+         "run.progress=plain --set elastic.min_workers=2 --set run.dir=" +
+         dir.string() + " --set run.name=" + name;
+}
+
+std::vector<nlohmann::json> records(const fs::path& metrics, const std::string& event) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == event) out.push_back(j);
+  }
+  return out;
+}
+
+int processes_mentioning(const std::string& needle) {
+  int n = 0;
+  for (auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    n += cmd.find(needle) != std::string::npos && std::stoi(pid) != getpid();
+  }
+  return n;
+}
+
+TEST(ElasticTrain, AKilledWorkerIsLeftBehindAndTheOthersTrainOnInPlace) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "kill");
+  CliResult r = run_cli(job(d, "kill", 3) + " --set fault.kill_rank=2 --set fault.kill_at_step=10");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r,
+                       "cohort run: rank 2 was killed by signal 9 (SIGKILL); elastic: 2 "
+                       "worker(s) go on without it (elastic.min_workers = 2)"))
+      << r.output;
+  EXPECT_TRUE(contains(r, "generation 1: 2 of 3 workers go on from step 10 (old ranks 0,1)"))
+      << r.output;
+  // Epoch 0: 10 steps of 3 x 64, then the other 2,176 samples over 2 workers (17 steps);
+  // epoch 1: 4,096 over 2 (32 steps). No restart: one attempt, every step once.
+  EXPECT_TRUE(contains(r, "done: 59 steps")) << r.output;
+  EXPECT_FALSE(contains(r, "restarting")) << r.output;
+  const fs::path metrics = d / "kill" / "metrics.jsonl";
+  auto steps = records(metrics, "step");
+  ASSERT_EQ(steps.size(), 59u);
+  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i]["step"], int64_t(i + 1));
+  auto changes = records(metrics, "membership");
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0]["workers"], 2);
+  EXPECT_EQ(changes[0]["previous_workers"], 3);
+  EXPECT_EQ(changes[0]["step"], 10);
+  EXPECT_LT(changes[0]["recover_s"].get<double>(), 3.0);
+  auto evals = records(metrics, "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_GT(evals.back()["accuracy"].get<double>(), 0.9);
+}
+
+TEST(ElasticTrain, AStoppedWorkerIsDroppedAndKilledAtTheEnd) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "stop");
+  CliResult r = run_cli(job(d, "stop", 4) + " --set fault.stop_rank=2 --set fault.stop_at_step=10");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r, "rank 2 sent no heartbeat for 2.")) << r.output;
+  EXPECT_TRUE(contains(r, "generation 1: 3 of 4 workers go on from step 10 (old ranks 0,1,3)"))
+      << r.output;
+  EXPECT_TRUE(contains(r, "done: 40 steps")) << r.output;
+  EXPECT_EQ(processes_mentioning(d.string()), 0) << "the stopped worker was left running";
+}
+
+TEST(ElasticTrain, LosingRankZeroOrTooManyWorkersStopsTheJob) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "refuse");
+  CliResult r = run_cli(job(d, "zero", 3) + " --set fault.kill_rank=0 --set fault.kill_at_step=5");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r,
+                       "cohort run: rank 0 was killed by signal 9 (SIGKILL); elastic: in-place "
+                       "recovery keeps rank 0 (it writes checkpoints and metrics): the job "
+                       "stops"))
+      << r.output;
+  r = run_cli(job(d, "two", 2) + " --set fault.kill_rank=1 --set fault.kill_at_step=5");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r,
+                       "elastic: only 1 worker(s) would be left, fewer than "
+                       "elastic.min_workers = 2: the job stops"))
+      << r.output;
+  r = run_cli(job(d, "zero3", 2) + " --set parallel.strategy=zero");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(contains(r, "works with parallel.strategy = \"ddp\" so far")) << r.output;
+}
+
+}  // namespace
+}  // namespace cohort

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "cohort/core/error.h"
+#include "cohort/launch/elastic_notice.h"
 #include "cohort/launch/flight_verdict.h"
 #include "cohort/launch/torch_env.h"
 
@@ -289,6 +290,7 @@ bool Attempt::leave_behind(Worker& w) {
     return false;
   }
   ++outcome_.left_behind;
+  announce_left_behind(plan_.store_host, port_, plan_.secret, restart_, w.rank, how);
   std::fprintf(stderr,
                "cohort run: rank %d %s; elastic: %d worker(s) go on without it "
                "(elastic.min_workers = %d)\n",

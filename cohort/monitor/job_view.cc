@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "cohort/core/error.h"
+
 namespace cohort::monitor {
 namespace {
 
@@ -70,6 +72,12 @@ void JobView::dispatch(int rank, const std::string& kind, const Json& record) {
     on_start(rank, record);
   } else if (kind == "checkpoint") {
     add_event("checkpoint", "checkpoint after step " + std::to_string(record.value("step", 0)));
+  } else if (kind == "membership") {  // in-place recovery (docs/elastic.md)
+    add_event("membership",
+              detail::str("generation ", record.value("generation", 0), ": ",
+                          record.value("workers", 0), " of ", record.value("previous_workers", 0),
+                          " workers go on from step ", record.value("step", 0), " (recovered in ",
+                          record.value("recover_s", 0.0), " s)"));
   } else if (kind == "summary") {
     ranks_[rank].finished = true;
     if (rank == 0) summary_ = record;

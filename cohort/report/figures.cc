@@ -201,7 +201,10 @@ json summary(const RunData& run, const json& f, double target) {
           {"train_seconds", number_or_null(s, "train_seconds")},
           {"samples_per_s", pick("samples_per_s", last_of(f["throughput"], "samples_per_s"))},
           {"time_to_target_s", hit ? number_or_null(*hit, "train_s") : json(nullptr)},
-          {"running", !s.is_object()}};
+          {"running", !s.is_object()},
+          // In-place recovery (docs/elastic.md): the summary's workers are those at the end.
+          {"membership_changes", number_or_null(s, "membership_changes")},
+          {"workers_at_end", number_or_null(s, "workers")}};
 }
 
 }  // namespace

@@ -100,7 +100,11 @@ function drawSummary() {
         ['run', 'workers', 'strategy', 'steps', 'final accuracy', 'final loss', 'wall time (s)',
          'train time (s)', 'samples/s', 'time to target (s)'],
         D.runs.map(r => { const s = r.summary; return [
-          r.name + (s.running ? ' (running)' : ''), s.workers, s.strategy || 'unknown',
+          r.name + (s.running ? ' (running)' : ''),
+          s.membership_changes ? s.workers + ' \u2192 ' + s.workers_at_end + ' (' +
+              s.membership_changes + ' membership change' +
+              (s.membership_changes > 1 ? 's' : '') + ')' : s.workers,
+          s.strategy || 'unknown',
           s.steps === null ? NR : s.steps, pct(s.final_accuracy), fmt(s.final_loss, 4),
           fmt(s.wall_seconds, 1), fmt(s.train_seconds, 1), fmt(s.samples_per_s, 0),
           D.target_accuracy === null ? 'no target given' : fmt(s.time_to_target_s, 1)]; }));

@@ -40,10 +40,11 @@ rendezvous::Bytes bytes_of(const std::string& s) {
 }
 
 // The members of the round under `prefix`: waits until every old rank has arrived, or until
-// every rank still missing has not beaten for `stale` (dead or stopped), then proposes the
-// arrivals; the first proposal written is everyone's answer.
+// every rank still missing is dead (the launcher marked it, launch/elastic_notice.h: "<dead>/
+// dead/<rank>") or has not beaten for `stale` (stopped, cut off), then proposes the arrivals;
+// the first proposal written is everyone's answer.
 std::vector<int> settle_members(rendezvous::Store& store, const std::string& prefix,
-                                const std::string& beats, int old_size,
+                                const std::string& dead, const std::string& beats, int old_size,
                                 std::chrono::milliseconds stale, Clock::time_point give_up) {
   const std::string members_key = prefix + "/members";
   std::vector<int64_t> beat(size_t(old_size), -1);
@@ -58,6 +59,7 @@ std::vector<int> settle_members(rendezvous::Store& store, const std::string& pre
         arrived.push_back(r);
         continue;
       }
+      if (store.check({detail::str(dead, "/dead/", r)})) continue;  // the launcher saw it die
       const std::string key = detail::str(beats, "/beat/", r);
       const int64_t count = store.check({key}) ? std::stoll(store.get_string(key)) : -1;
       if (count != beat[size_t(r)]) beat[size_t(r)] = count, moved[size_t(r)] = now;
@@ -192,8 +194,9 @@ void recover_in_place(Trainer::State& s, const std::string& why) {
   const auto detect = std::chrono::milliseconds(int64_t(s.cfg.get_float("elastic.detect_s") * 1e3));
   const auto give_up =
       start + std::chrono::milliseconds(int64_t(s.cfg.get_float("comm.timeout_s") * 1e3));
+  const std::string dead = detail::str("elastic/attempt", s.world->restart_count);
   const std::vector<int> members =
-      settle_members(store, prefix, s.world->liveness_prefix, old_size, detect / 2, give_up);
+      settle_members(store, prefix, dead, s.world->liveness_prefix, old_size, detect / 2, give_up);
   check_can_go_on(s, members, old_size, generation, why);
   check_same_step(store, prefix, members, s.step);
   const int old_workers = s.world->data_size;
@@ -202,6 +205,7 @@ void recover_in_place(Trainer::State& s, const std::string& why) {
   rebuild_strategy(s);
   s.elastic_generation = generation;
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  s.elastic_recover_s += took;
   if (s.world->is_chief()) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", took);

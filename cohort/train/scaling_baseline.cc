@@ -128,6 +128,10 @@ void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_secon
   if (parallel::StrategyMetrics* m = s.strategy->metrics()) j.update(m->summary_metrics());
   j.update(s.stragglers.summary());
   if (sum.eval.accuracy >= 0) j["eval_accuracy"] = sum.eval.accuracy;
+  if (s.elastic_generation > 0) {  // in-place recovery (train/elastic.h): workers is the end's
+    j["membership_changes"] = s.elastic_generation;
+    j["recover_s_total"] = s.elastic_recover_s;
+  }
   if (sum.comm_hidden >= 0) j["comm_hidden"] = sum.comm_hidden;
   std::string scaling_note;
   if (sum.scaling_efficiency >= 0) {
@@ -156,6 +160,11 @@ void write_summary(Trainer::State& s, const TrainSummary& sum, double wall_secon
                   scaling_note.c_str());
     std::printf("\n");
   }
+  if (s.elastic_generation > 0)
+    std::printf(
+        "elastic: %d membership change(s), %.2f s recovering in all; %d workers at the "
+        "end\n",
+        s.elastic_generation, s.elastic_recover_s, sum.workers);
   if (j.contains("straggler")) {
     const nlohmann::json& g = j["straggler"];
     std::printf("straggler: rank %d, named in %ld interval(s) from step %ld, up to %.1fx\n",

@@ -108,6 +108,32 @@ TEST(ElasticTrain, AStoppedWorkerIsDroppedAndKilledAtTheEnd) {
   EXPECT_EQ(processes_mentioning(d.string()), 0) << "the stopped worker was left running";
 }
 
+// The stopped worker is continued (SIGCONT) while the others train on without it: it finds its
+// collective broken, sees the membership it was left out of, says so and exits; the job succeeds.
+TEST(ElasticTrain, AStoppedWorkerThatIsContinuedLearnsItWasDroppedAndExits) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "cont");
+  // Long enough that the others still train when it wakes: 24 epochs of 16,384 samples.
+  const std::string train = job(d, "cont", 4) +
+                            " --set data.synthetic_samples=16384 --set run.log_every=100"
+                            " --set train.epochs=24"
+                            " --set fault.stop_rank=2 --set fault.stop_at_step=10";
+  // Once the others have formed generation 1 (rank 0's membership record), wake whichever
+  // worker of this job is stopped.
+  const std::string wake =
+      "(for i in $(seq 600); do if grep -qs membership " + (d / "cont" / "metrics.jsonl").string() +
+      "; then for p in $(pgrep -f " + d.string() +
+      "); do grep -q 'State:.*stopped' /proc/$p/status && kill -CONT $p; done; exit; fi; "
+      "sleep 0.05; done) &";
+  CliResult r = testing::run_shell(wake + " " + COHORT_BIN + " " + train);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r, "generation 1: 3 of 4 workers go on from step 10")) << r.output;
+  EXPECT_TRUE(contains(r,
+                       "[rank 2] cohort: error: elastic: rank 2 was dropped: the others formed "
+                       "generation 1 without it (0,1,3); it stops"))
+      << r.output;
+  EXPECT_EQ(processes_mentioning(d.string()), 0) << "left running";
+}
+
 TEST(ElasticTrain, LosingRankZeroOrTooManyWorkersStopsTheJob) {
   fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "refuse");
   CliResult r = run_cli(job(d, "zero", 3) + " --set fault.kill_rank=0 --set fault.kill_at_step=5");

@@ -39,6 +39,7 @@ void join_native(const rendezvous::EnvMap& env, const JoinOptions& o, World& w) 
     so.timeout = so.connect_timeout = o.timeout;
     w.store = rendezvous::connect_world_store(info, so);
     store = w.store.store;
+    w.options = co;
     if (o.store_only) return;
   } else if (o.store_only) {
     return;

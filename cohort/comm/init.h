@@ -65,6 +65,9 @@ struct World {
   // for a world of one) and the Communicator under `group` (e.g. to calibrate its cost model).
   rendezvous::WorldStore store;
   std::shared_ptr<Communicator> comm;
+  // Native backend: the options `comm` was (or, store only, would have been) made with; a
+  // communicator formed later for this process (elastic training) starts from them.
+  CommOptions options;
 };
 
 // The backends this build has, in a fixed order: "native", then "mpi" when built with MPI.

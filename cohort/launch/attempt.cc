@@ -190,6 +190,7 @@ std::vector<std::string> Attempt::worker_env(int local_rank, int restarts) const
   rendezvous::EnvMap env = job_env();
   auto set = [&env](const char* k, const auto& v) { env[k] = cohort::detail::str(v); };
   if (restarts > 0) set("COHORT_WORKER_RESTARTS", restarts);
+  if (restarts > 0 && options_.elastic_respawn) set("COHORT_ELASTIC_JOIN", 1);
   set("COHORT_RANK", options_.node_rank * options_.nproc_per_node + local_rank);
   set("COHORT_WORLD_SIZE", options_.nnodes * options_.nproc_per_node);
   set("COHORT_LOCAL_RANK", local_rank);
@@ -293,10 +294,23 @@ bool Attempt::leave_behind(Worker& w) {
   announce_left_behind(plan_.store_host, port_, plan_.secret, restart_, w.rank, how);
   std::fprintf(stderr,
                "cohort run: rank %d %s; elastic: %d worker(s) go on without it "
-               "(elastic.min_workers = %d)\n",
-               w.rank, how.c_str(), running, options_.elastic_min_workers);
+               "(elastic.min_workers = %d)%s\n",
+               w.rank, how.c_str(), running, options_.elastic_min_workers,
+               options_.elastic_respawn ? "; respawning it to join them" : "");
   std::fflush(stderr);
+  if (options_.elastic_respawn) respawn_to_join(w);
   return true;
+}
+
+void Attempt::respawn_to_join(Worker& w) {
+  w.out.flush();  // its last partial line, before the new process writes
+  w.err.flush();
+  for (int* fd : {&w.proc.out_fd, &w.proc.err_fd}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+  signal_group(w.proc.pid, SIGKILL);  // its own children, if any
+  spawn_worker(w, w.local_rank, w.restarts + 1);
 }
 
 void Attempt::stop_dropped_after_chief() {

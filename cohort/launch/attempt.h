@@ -72,6 +72,7 @@ class Attempt {
   // workers still running once rank 0 finished cleanly, killed after the grace period.
   bool leave_behind(Worker& w);
   void stop_dropped_after_chief();
+  void respawn_to_join(Worker& w);
   void watch();
   void stop(int sig);
   // kUntilEscalated: also return early when a second signal asked to stop waiting.

@@ -66,6 +66,9 @@ struct LaunchOptions {
   // re-form their group themselves). Once rank 0 has finished cleanly, workers still running
   // (dropped ones: stopped, or cut off) are killed after stop_grace and do not fail the job.
   int elastic_min_workers = 0;
+  // With elastic_min_workers: a worker left behind is started again at once, told to join the
+  // running job (COHORT_ELASTIC_JOIN=1; train/elastic_join.h) rather than to start it.
+  bool elastic_respawn = false;
   std::chrono::milliseconds stop_grace = std::chrono::seconds(5);  // SIGTERM -> SIGKILL
   bool tag_output = true;   // prefix each output line with "[rank R] "
   Bind bind = Bind::kAuto;  // pin local workers to cores (binding.h)

@@ -18,10 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string round_prefix(const Trainer::State& s, int generation) {
-  return detail::str("elastic/attempt", s.world->restart_count, "/gen", generation);
-}
-
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string out;
   for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
@@ -110,15 +106,20 @@ void check_same_step(rendezvous::Store& store, const std::string& prefix,
   }
 }
 
-// The new world: a communicator over the members (old rank order), its group, and a watchdog.
-void reform_world(Trainer::State& s, const std::vector<int>& members, int generation) {
+}  // namespace
+
+std::string round_prefix(const Trainer::State& s, int generation) {
+  return detail::str("elastic/attempt", s.world->restart_count, "/gen", generation);
+}
+
+// The new world: a communicator of `new_size` with this worker as `new_rank`, its group, and a
+// watchdog; the old ones (if any) go first.
+void form_world(Trainer::State& s, int new_rank, int new_size, int generation) {
   TrainWorld& w = *s.world;
   comm::World& joined = *w.joined;
   std::shared_ptr<rendezvous::Store> store = joined.store.store;
-  comm::CommOptions co = joined.comm->options();
+  comm::CommOptions co = joined.comm ? joined.comm->options() : joined.options;
   co.prefix = detail::str("world/attempt", w.restart_count, "/gen", generation);
-  const int new_rank = int(std::find(members.begin(), members.end(), w.rank) - members.begin());
-  const int new_size = int(members.size());
   w.liveness.reset();  // the old beats stop; the new world beats under a new prefix
   w.group.reset();
   joined.group.reset();
@@ -131,7 +132,8 @@ void reform_world(Trainer::State& s, const std::vector<int>& members, int genera
   w.liveness = watch_liveness(s.cfg, w, generation);
 }
 
-// The rest of the current epoch, dealt to the new world; the step counts from there.
+// The rest of the current epoch (s.pos, trained by `old_workers`), dealt to the new world; the
+// step counts from there.
 void redeal_data(Trainer::State& s, int old_workers) {
   const int64_t n = s.data.train->size();
   LoopPosition pos = s.pos;
@@ -159,15 +161,36 @@ void rebuild_strategy(Trainer::State& s) {
   s.stragglers = StragglerWatch(straggler_options(s.cfg), s.world->group);
 }
 
-}  // namespace
+void log_membership(Trainer::State& s, int generation, int previous, double took,
+                    const std::string& why) {
+  s.elastic_generation = generation;
+  s.elastic_recover_s += took;
+  if (s.world->is_chief()) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f", took);
+    log::warn("elastic", "generation ", generation, ": ", s.world->size, " workers (", previous,
+              " before) go on from step ", s.step, " (launcher ranks ", ranks_text(s.world->slots),
+              "), recovered in ", secs, " s; the rest of epoch ", s.pos.epoch, " (",
+              s.data.train->size() - s.pos.skip, " samples) is dealt to them");
+  }
+  s.log.write({{"event", "membership"},
+               {"generation", generation},
+               {"step", s.step},
+               {"workers", s.world->size},
+               {"previous_workers", previous},
+               {"members", s.world->slots},
+               {"recover_s", took},
+               {"reason", why},
+               {"time_s", std::chrono::duration<double>(Clock::now() - s.start).count()}});
+}
 
 std::string elastic_round_key(int restart_count, int generation) {
   return detail::str("elastic/attempt", restart_count, "/gen", generation, "/open");
 }
 
 bool can_recover_in_place(const Trainer::State& s) {
-  return s.cfg.get_int("elastic.min_workers") > 0 && s.world->distributed() && s.world->joined &&
-         s.world->joined->comm && s.world->size > 1;
+  return s.cfg.get_int("elastic.min_workers") > 0 && s.world->distributed() && !s.data.sharded &&
+         s.world->joined && s.world->joined->comm && s.world->size > 1;
 }
 
 void check_elastic_config(const Config& cfg) {
@@ -181,6 +204,10 @@ void check_elastic_config(const Config& cfg) {
                    "liveness: elastic.detect_s > 0");
   COHORT_CHECK_ARG(cfg.get_string("comm.backend") == "native", "config: elastic.min_workers ",
                    "needs comm.backend = \"native\"");
+  COHORT_CHECK_ARG(cfg.get_string("run.device") == "cpu", "config: elastic.min_workers works ",
+                   "on run.device = \"cpu\" so far");
+  COHORT_CHECK_ARG(cfg.get_string("data.dataset") != "text", "config: elastic.min_workers ",
+                   "works on data sets of samples so far, not data.dataset = \"text\"");
 }
 
 void recover_in_place(Trainer::State& s, const std::string& why) {
@@ -200,29 +227,15 @@ void recover_in_place(Trainer::State& s, const std::string& why) {
   check_can_go_on(s, members, old_size, generation, why);
   check_same_step(store, prefix, members, s.step);
   const int old_workers = s.world->data_size;
-  reform_world(s, members, generation);
+  std::vector<int> slots;
+  for (int r : members) slots.push_back(s.world->slots[size_t(r)]);
+  const int new_rank = int(std::find(members.begin(), members.end(), old_rank) - members.begin());
+  form_world(s, new_rank, int(members.size()), generation);
+  s.world->slots = slots;
   redeal_data(s, old_workers);
   rebuild_strategy(s);
-  s.elastic_generation = generation;
-  const double took = std::chrono::duration<double>(Clock::now() - start).count();
-  s.elastic_recover_s += took;
-  if (s.world->is_chief()) {
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.2f", took);
-    log::warn("elastic", "generation ", generation, ": ", members.size(), " of ", old_size,
-              " workers go on from step ", s.step, " (old ranks ", ranks_text(members),
-              "), recovered in ", secs, " s; the rest of epoch ", s.pos.epoch, " (",
-              s.data.train->size() - s.pos.skip, " samples) is dealt to them");
-  }
-  s.log.write({{"event", "membership"},
-               {"generation", generation},
-               {"step", s.step},
-               {"workers", members.size()},
-               {"previous_workers", old_size},
-               {"members", members},
-               {"recover_s", took},
-               {"reason", why},
-               {"time_s", std::chrono::duration<double>(Clock::now() - s.start).count()}});
+  log_membership(s, generation, old_size,
+                 std::chrono::duration<double>(Clock::now() - start).count(), why);
 }
 
 }  // namespace cohort::train

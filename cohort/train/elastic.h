@@ -40,4 +40,21 @@ void check_elastic_config(const Config& cfg);
 // the liveness watchdog of the generation before watches it.
 std::string elastic_round_key(int restart_count, int generation);
 
+// Thrown by the training step after the membership changed at a step boundary (workers joined,
+// train/elastic_join.h): the loop starts again from s.resume_pos with the new world's loader.
+struct MembershipChanged {};
+
+// Shared by the two ways the membership changes (workers lost here, workers joining in
+// elastic_join.cc).
+std::string round_prefix(const Trainer::State& s, int generation);
+// The new world's communicator (rank new_rank of new_size), group and watchdog.
+void form_world(Trainer::State& s, int new_rank, int new_size, int generation);
+// The rest of the epoch at s.pos, trained so far by `old_workers`, dealt to the new world; the
+// run's step counts again.
+void redeal_data(Trainer::State& s, int old_workers);
+void rebuild_strategy(Trainer::State& s);
+// Counts the change, logs it on rank 0 and writes the `membership` record.
+void log_membership(Trainer::State& s, int generation, int previous, double took,
+                    const std::string& why);
+
 }  // namespace cohort::train

@@ -21,6 +21,7 @@
 #include "cohort/train/components.h"
 #include "cohort/train/device_select.h"
 #include "cohort/train/elastic.h"
+#include "cohort/train/elastic_join.h"
 #include "cohort/train/evaluate.h"
 #include "cohort/train/init_weights.h"
 #include "cohort/train/progress.h"
@@ -125,7 +126,8 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   s_->total_steps = cfg.get_int("train.epochs") * s_->steps_per_epoch;
   if (max_steps > 0) s_->total_steps = std::min(s_->total_steps, max_steps);
   if (s_->data.is_text && max_steps > 0) s_->total_steps = max_steps;
-  s_->schedule = make_schedule(cfg, s_->total_steps);
+  s_->schedule = make_schedule(cfg, s_->total_steps);  // the whole run's, as the others have
+  if (s_->world->joiner) join_running_job(*s_);        // the world and state of the running job
   // Collective for distributed strategies (DDP broadcasts rank 0's parameters).
   std::shared_ptr<rendezvous::Store> store =
       s_->world->joined ? s_->world->joined->store.store : nullptr;

@@ -14,6 +14,7 @@
 #include "cohort/ops/ops.h"
 #include "cohort/train/batch_prefetch.h"
 #include "cohort/train/elastic.h"
+#include "cohort/train/elastic_join.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/run_trace.h"
 #include "cohort/train/trainer_state.h"
@@ -168,7 +169,9 @@ bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, i
     s.last_eval = evaluate();
     log_eval(s, p, s.last_eval, epoch);
   }
-  return s.step < s.total_steps && !s.out_of_time();
+  const bool more = s.step < s.total_steps && !s.out_of_time();
+  if (more) admit_pending_joiners(s);  // throws MembershipChanged when workers joined
+  return more;
 }
 
 namespace {
@@ -215,6 +218,8 @@ void Trainer::run_epochs(Progress& p) {
     try {
       run_epochs_from_resume(p);
       return;
+    } catch (const MembershipChanged&) {  // workers joined at a step boundary
+      p.set_total(s.total_steps);
     } catch (const Error& e) {
       // A lost peer fails a collective with IoError (or Timeout at its deadline): with
       // elastic.min_workers the survivors go on in place (train/elastic.h).

@@ -61,8 +61,11 @@ void move_checkpoints_after(const ckpt::CheckpointManager& m, int64_t step) {
 }
 
 std::string metrics_path(const Trainer::State& s) {
-  std::string name =
-      s.world->is_chief() ? "metrics.jsonl" : detail::str("metrics.rank", s.world->rank, ".jsonl");
+  // By the launcher's rank: a worker that joined a running elastic job (train/elastic_join.h)
+  // takes the file of the worker it replaces, not that of its rank in the new world.
+  const TrainWorld& w = *s.world;
+  const int who = w.slots.empty() ? w.rank : w.slots[size_t(w.rank)];
+  std::string name = w.is_chief() ? "metrics.jsonl" : detail::str("metrics.rank", who, ".jsonl");
   return (fs::path(s.run_dir) / name).string();
 }
 
@@ -94,6 +97,7 @@ void Trainer::start_run() {
   s.log.add(std::make_unique<metrics::JsonlFile>(s.metrics_file));
   if (s.stream) s.log.add(std::move(s.stream));
   s.ckpt = make_checkpoints(s.cfg, s.run_dir);
+  if (s.joined_running_job) return;  // its state came from rank 0, not from a checkpoint
   // A strategy that restores the job itself (its lifecycle facet) says where training starts.
   const parallel::StrategyLifecycle* lifecycle = s.strategy->lifecycle();
   if (const int64_t at = lifecycle ? lifecycle->resume_step() : -1; at >= 0) {

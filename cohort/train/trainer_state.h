@@ -98,12 +98,14 @@ struct Trainer::State {
 
   int64_t last_saved_step = -1;
   StrategySnapshot pending_strategy;  // prepare_checkpoint -> write_checkpoint
-  LoopPosition last_saved_pos;   // a step's checkpoint is rewritten when the epoch ends after it
-  int64_t start_step = 0;        // step the run resumed from (0: fresh)
-  LoopPosition resume_pos;       // where this run starts (a checkpoint's position, or 0/0)
-  LoopPosition pos;              // after the last step: what a checkpoint taken now records
-  int elastic_generation = 0;    // membership changes so far (train/elastic.h)
-  double elastic_recover_s = 0;  // their recovery times, summed
+  LoopPosition last_saved_pos;      // a step's checkpoint is rewritten when the epoch ends after it
+  int64_t start_step = 0;           // step the run resumed from (0: fresh)
+  LoopPosition resume_pos;          // where this run starts (a checkpoint's position, or 0/0)
+  LoopPosition pos;                 // after the last step: what a checkpoint taken now records
+  int elastic_generation = 0;       // membership changes so far (train/elastic.h)
+  double elastic_recover_s = 0;     // their recovery times, summed
+  bool joined_running_job = false;  // respawned into the job: its state came from rank 0
+  int64_t elastic_joins_seen = 0;   // rank 0: the store's join counter when last looked
 
   explicit State(const Config& c) : cfg(c), memory(cfg) {}
   // train.time_limit_s reached; in a distributed run rank 0 decides for everyone, so that all

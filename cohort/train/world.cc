@@ -53,6 +53,10 @@ std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvM
   o.advertise_address = cfg.get_string("comm.advertise_address");
   // The strategy's world hook: whether its workers form a group or reach services by the store.
   o.store_only = !parallel::strategy_world(cfg.get_string("parallel.strategy")).joins_group;
+  // A worker respawned into a running elastic job (`--respawn`): the others formed their group
+  // long ago; it connects the store and is admitted at a step boundary (train/elastic_join.h).
+  w->joiner = rendezvous::int_from_env(env, "COHORT_ELASTIC_JOIN", 0) == 1;
+  o.store_only = o.store_only || w->joiner;
   o.faults = fault_injection(cfg, int(rendezvous::int_from_env(env, "COHORT_RANK", 0)));
   o.flight_recorder_size = size_t(cfg.get_int("comm.flight_recorder_size"));
   bool mpi = o.backend == "mpi";
@@ -63,6 +67,8 @@ std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvM
   w->size = w->joined->size;
   w->data_rank = w->rank;
   w->data_size = w->size;
+  w->slots.resize(size_t(w->size));
+  for (int r = 0; r < w->size; ++r) w->slots[size_t(r)] = r;
   if (o.store_only) return w;
   if (!mpi && w->size == 1) return w;  // a job of one: no gradients to average
   if (w->joined->comm) calibrate(cfg, *w->joined->comm, env);

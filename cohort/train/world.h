@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cohort/comm/init.h"
 #include "cohort/comm/liveness.h"
@@ -39,6 +40,10 @@ struct TrainWorld {
   // (elastic.detect_s; native backend). Declared after `joined`: it stops first.
   std::unique_ptr<comm::Liveness> liveness;
   std::string liveness_prefix;  // the store namespace its beats go to
+  // Elastic training (train/elastic.h): the launcher's rank of each current rank (they differ
+  // once the membership changed), and whether this worker was respawned to join a running job.
+  std::vector<int> slots;
+  bool joiner = false;
   bool distributed() const { return group != nullptr; }
   bool is_chief() const { return rank == 0; }  // prints, logs evaluations, writes checkpoints
 };

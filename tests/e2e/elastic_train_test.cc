@@ -60,7 +60,8 @@ TEST(ElasticTrain, AKilledWorkerIsLeftBehindAndTheOthersTrainOnInPlace) {
                        "cohort run: rank 2 was killed by signal 9 (SIGKILL); elastic: 2 "
                        "worker(s) go on without it (elastic.min_workers = 2)"))
       << r.output;
-  EXPECT_TRUE(contains(r, "generation 1: 2 of 3 workers go on from step 10 (old ranks 0,1)"))
+  EXPECT_TRUE(
+      contains(r, "generation 1: 2 workers (3 before) go on from step 10 (launcher ranks 0,1)"))
       << r.output;
   // Epoch 0: 10 steps of 3 x 64, then the other 2,176 samples over 2 workers (17 steps);
   // epoch 1: 4,096 over 2 (32 steps). No restart: one attempt, every step once.
@@ -102,7 +103,8 @@ TEST(ElasticTrain, AStoppedWorkerIsDroppedAndKilledAtTheEnd) {
   CliResult r = run_cli(job(d, "stop", 4) + " --set fault.stop_rank=2 --set fault.stop_at_step=10");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r, "rank 2 sent no heartbeat for 2.")) << r.output;
-  EXPECT_TRUE(contains(r, "generation 1: 3 of 4 workers go on from step 10 (old ranks 0,1,3)"))
+  EXPECT_TRUE(
+      contains(r, "generation 1: 3 workers (4 before) go on from step 10 (launcher ranks 0,1,3)"))
       << r.output;
   EXPECT_TRUE(contains(r, "done: 40 steps")) << r.output;
   EXPECT_EQ(processes_mentioning(d.string()), 0) << "the stopped worker was left running";
@@ -126,12 +128,39 @@ TEST(ElasticTrain, AStoppedWorkerThatIsContinuedLearnsItWasDroppedAndExits) {
       "sleep 0.05; done) &";
   CliResult r = testing::run_shell(wake + " " + COHORT_BIN + " " + train);
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r, "generation 1: 3 of 4 workers go on from step 10")) << r.output;
+  EXPECT_TRUE(contains(r, "generation 1: 3 workers (4 before) go on from step 10")) << r.output;
   EXPECT_TRUE(contains(r,
                        "[rank 2] cohort: error: elastic: rank 2 was dropped: the others formed "
                        "generation 1 without it (0,1,3); it stops"))
       << r.output;
   EXPECT_EQ(processes_mentioning(d.string()), 0) << "left running";
+}
+
+// --respawn: the launcher starts the killed worker again; it asks to join, the others admit it at
+// their next step boundary and rank 0 sends it the training state (no disk); the replicas stay
+// equal (ddp.check_every compares them every 5 steps) and the job ends with 3 workers.
+TEST(ElasticTrain, ARespawnedWorkerJoinsTheRunningJobWithRankZerosState) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "join");
+  CliResult r = run_cli(job(d, "join", 3) +
+                        " --respawn --set train.epochs=40 --set run.log_every=50 --set "
+                        "ddp.check_every=5 --set optim.name=adamw --set optim.lr=0.001 --set "
+                        "fault.kill_rank=2 --set fault.kill_at_step=10");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r, "respawning it to join them")) << r.output;
+  EXPECT_TRUE(contains(r, "launcher rank 2 asks to join the running job")) << r.output;
+  EXPECT_TRUE(contains(r, "joined generation 2 as rank 2 of 3 at step")) << r.output;
+  EXPECT_TRUE(contains(r, "generation 2: 3 workers (2 before) go on from step")) << r.output;
+  EXPECT_FALSE(contains(r, "diverged")) << r.output;
+  const fs::path run = d / "join";
+  auto changes = records(run / "metrics.jsonl", "membership");
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[1]["workers"], 3);
+  EXPECT_EQ(changes[1]["members"], nlohmann::json::array({0, 1, 2}));
+  EXPECT_EQ(records(run / "metrics.jsonl", "summary")[0]["workers"], 3);
+  // The joiner writes the file of the worker it replaces, and continues its step count.
+  auto joined_steps = records(run / "metrics.rank2.jsonl", "step");
+  ASSERT_FALSE(joined_steps.empty());
+  EXPECT_GT(joined_steps.back()["step"].get<int64_t>(), changes[1]["step"].get<int64_t>());
 }
 
 TEST(ElasticTrain, LosingRankZeroOrTooManyWorkersStopsTheJob) {

@@ -27,6 +27,7 @@ struct TrainArgs {
   int servers = 0;  // parameter servers beside the workers
   std::string resume;
   int max_restarts = 0;
+  bool respawn = false;
   std::string bind = "auto";
   DashboardArgs dashboard;
   MasterArgs master;  // where the launcher hosts the store (default: loopback, a free port)
@@ -68,6 +69,9 @@ int launch_workers(const TrainArgs& a) {
   o.num_servers = a.servers;
   o.max_restarts = a.max_restarts;
   o.elastic_min_workers = int(cfg.get_int("elastic.min_workers"));
+  o.elastic_respawn = a.respawn;
+  COHORT_CHECK_ARG(!a.respawn || o.elastic_min_workers > 0, "cohort train: --respawn needs ",
+                   "in-place recovery: set elastic.min_workers (docs/elastic.md)");
   o.bind = launch::parse_bind(a.bind);
   // One run directory for every worker and every restart, chosen before any starts
   // (train/run_dir.h): a fresh run never writes into an earlier run's.
@@ -112,6 +116,9 @@ void add_train_command(CLI::App& app, Handlers& h) {
                   "With --workers: pin workers to cores (auto: when they fit, as mpirun; core; "
                   "none)")
       ->capture_default_str();
+  cmd->add_flag("--respawn", a->respawn,
+                "Elastic jobs (elastic.min_workers): start a lost worker again to join the "
+                "running job, which admits it at a step boundary (docs/elastic.md)");
   cmd->add_option("--max-restarts", a->max_restarts,
                   "With --workers: restart all workers up to K times after a failure; they "
                   "resume from the newest checkpoint. With --servers: a failed parameter server "

@@ -30,16 +30,6 @@ std::string job(const fs::path& dir, const std::string& name, int workers) {
          dir.string() + " --set run.name=" + name;
 }
 
-std::vector<nlohmann::json> records(const fs::path& metrics, const std::string& event) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j["event"] == event) out.push_back(j);
-  }
-  return out;
-}
-
 int processes_mentioning(const std::string& needle) {
   int n = 0;
   for (auto& e : fs::directory_iterator("/proc")) {
@@ -68,20 +58,20 @@ TEST(ElasticTrain, AKilledWorkerIsLeftBehindAndTheOthersTrainOnInPlace) {
   EXPECT_TRUE(contains(r, "done: 59 steps")) << r.output;
   EXPECT_FALSE(contains(r, "restarting")) << r.output;
   const fs::path metrics = d / "kill" / "metrics.jsonl";
-  auto steps = records(metrics, "step");
+  auto steps = testing::records_of(metrics, "step");
   ASSERT_EQ(steps.size(), 59u);
   for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i]["step"], int64_t(i + 1));
-  auto changes = records(metrics, "membership");
+  auto changes = testing::records_of(metrics, "membership");
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0]["workers"], 2);
   EXPECT_EQ(changes[0]["previous_workers"], 3);
   EXPECT_EQ(changes[0]["step"], 10);
   // The launcher marks the dead rank in the store: the round does not wait for its beat.
   EXPECT_LT(changes[0]["recover_s"].get<double>(), 1.0);
-  auto evals = records(metrics, "eval");
+  auto evals = testing::records_of(metrics, "eval");
   ASSERT_FALSE(evals.empty());
   EXPECT_GT(evals.back()["accuracy"].get<double>(), 0.9);
-  auto summary = records(metrics, "summary");
+  auto summary = testing::records_of(metrics, "summary");
   ASSERT_EQ(summary.size(), 1u);
   EXPECT_EQ(summary[0]["workers"], 2);
   EXPECT_EQ(summary[0]["membership_changes"], 1);
@@ -152,13 +142,13 @@ TEST(ElasticTrain, ARespawnedWorkerJoinsTheRunningJobWithRankZerosState) {
   EXPECT_TRUE(contains(r, "generation 2: 3 workers (2 before) go on from step")) << r.output;
   EXPECT_FALSE(contains(r, "diverged")) << r.output;
   const fs::path run = d / "join";
-  auto changes = records(run / "metrics.jsonl", "membership");
+  auto changes = testing::records_of(run / "metrics.jsonl", "membership");
   ASSERT_EQ(changes.size(), 2u);
   EXPECT_EQ(changes[1]["workers"], 3);
   EXPECT_EQ(changes[1]["members"], nlohmann::json::array({0, 1, 2}));
-  EXPECT_EQ(records(run / "metrics.jsonl", "summary")[0]["workers"], 3);
+  EXPECT_EQ(testing::records_of(run / "metrics.jsonl", "summary")[0]["workers"], 3);
   // The joiner writes the file of the worker it replaces, and continues its step count.
-  auto joined_steps = records(run / "metrics.rank2.jsonl", "step");
+  auto joined_steps = testing::records_of(run / "metrics.rank2.jsonl", "step");
   ASSERT_FALSE(joined_steps.empty());
   EXPECT_GT(joined_steps.back()["step"].get<int64_t>(), changes[1]["step"].get<int64_t>());
 }

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -52,6 +53,27 @@ inline nlohmann::json last_record(const std::filesystem::path& jsonl, const std:
     if (j["event"] == event) last = j;
   }
   return last;
+}
+
+// Every record with "event" = `event` in a JSONL metrics file, in file order.
+inline std::vector<nlohmann::json> records_of(const std::filesystem::path& jsonl,
+                                              const std::string& event) {
+  std::ifstream in(jsonl);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == event) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// Step -> loss of a metrics file's "step" records; a resumed run appends, so the last record of
+// a step wins.
+inline std::map<int64_t, double> step_losses(const std::filesystem::path& jsonl) {
+  std::map<int64_t, double> out;
+  for (const nlohmann::json& j : records_of(jsonl, "step"))
+    out[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  return out;
 }
 
 }  // namespace cohort::testing

@@ -71,16 +71,6 @@ std::string job(const std::string& config, const fs::path& dir, const std::strin
          dir.string() + " --set run.name=" + name;
 }
 
-std::map<int64_t, double> step_losses(const fs::path& metrics) {
-  std::map<int64_t, double> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j["event"] == "step") out[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  return out;
-}
-
 double final_accuracy(const std::string& out) {
   const size_t at = out.rfind("accuracy ");
   return at == std::string::npos ? -1 : std::atof(out.c_str() + at + 9);
@@ -111,7 +101,8 @@ TEST(SequentialTrain, BatchNormAndDropoutResumeExactly) {
   CliResult resumed = run_cli(job(config, d, "crash") + common + " --resume auto");
   ASSERT_EQ(resumed.status, 0) << resumed.output;
   EXPECT_TRUE(contains(resumed, "resumed from step 4")) << resumed.output;
-  EXPECT_EQ(step_losses(d / "full" / "metrics.jsonl"), step_losses(d / "crash" / "metrics.jsonl"));
+  EXPECT_EQ(testing::step_losses(d / "full" / "metrics.jsonl"),
+            testing::step_losses(d / "crash" / "metrics.jsonl"));
   fs::path a = testing::newest_checkpoint(d / "full"), b = testing::newest_checkpoint(d / "crash");
   ASSERT_EQ(b.filename(), a.filename());
   std::string model = read_bytes(a / "model.safetensors");

@@ -58,16 +58,6 @@ class ShardTrain : public ::testing::Test {
   const fs::path dir_{tmp_.path()};
 };
 
-std::map<int64_t, double> step_losses(const fs::path& metrics) {
-  std::map<int64_t, double> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j["event"] == "step") out[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  return out;
-}
-
 TEST_F(ShardTrain, EachWorkerReadsItsOwnShardsAndTheyStepInLockstep) {
   CliResult r = run_cli(train("two") + " --workers 2");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -93,8 +83,8 @@ TEST_F(ShardTrain, ACrashResumesExactlyWithTheSameShards) {
   ASSERT_EQ(resumed.status, 0) << resumed.output;
   EXPECT_TRUE(contains(resumed, "resumed from step 8")) << resumed.output;
   const fs::path runs = dir_ / "runs";
-  EXPECT_EQ(step_losses(runs / "full" / "metrics.jsonl"),
-            step_losses(runs / "crash" / "metrics.jsonl"));
+  EXPECT_EQ(testing::step_losses(runs / "full" / "metrics.jsonl"),
+            testing::step_losses(runs / "crash" / "metrics.jsonl"));
   fs::path a = testing::newest_checkpoint(runs / "full"),
            b = testing::newest_checkpoint(runs / "crash");
   EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));

@@ -125,6 +125,7 @@ void form_world(Trainer::State& s, int new_rank, int new_size, int generation) {
   joined.group.reset();
   joined.comm.reset();
   joined.comm = comm::Communicator::create(store, new_rank, new_size, co);
+  calibrate(s.cfg, *joined.comm, s.env);  // the cost model of this world size, as at the start
   joined.group = comm::make_process_group(joined.comm);
   joined.rank = w.rank = w.data_rank = new_rank;
   joined.size = w.size = w.data_size = new_size;

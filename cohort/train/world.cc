@@ -8,7 +8,6 @@
 #include "cohort/train/elastic.h"
 
 namespace cohort::train {
-namespace {
 
 // comm.calibrate: α–β of the allreduce cost model, from the cache or measured (cost_model.h).
 void calibrate(const Config& cfg, comm::Communicator& c, const rendezvous::EnvMap& env) {
@@ -21,6 +20,8 @@ void calibrate(const Config& cfg, comm::Communicator& c, const rendezvous::EnvMa
   o.force_measure = mode == "always";
   comm::calibrate_cost_model(c, o);
 }
+
+namespace {
 
 // The transport's fault seams from the fault.* keys (train/config/registry_health.cc). Every rank
 // gets the same values: FaultInjection itself checks which rank stalls or drops; the delay

@@ -53,6 +53,10 @@ struct TrainWorld {
 // build lacks) name the variable, rank or backend.
 std::unique_ptr<TrainWorld> join_world(const Config& cfg, const rendezvous::EnvMap& env);
 
+// comm.calibrate: the allreduce cost model of `c` from the cache (per world size and layout), or
+// measured. Collective over `c`.
+void calibrate(const Config& cfg, comm::Communicator& c, const rendezvous::EnvMap& env);
+
 // elastic.detect_s: a watchdog beating for `w` and aborting its communicator when a peer stops
 // (null when off, or without a native communicator). Generation g > 0 (after in-place recovery,
 // train/elastic.h) beats under a namespace of its own; with elastic.min_workers the watchdog

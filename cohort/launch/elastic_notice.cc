@@ -8,7 +8,7 @@
 namespace cohort::launch {
 
 std::string elastic_dead_key(int attempt, int rank) {
-  return detail::str("elastic/attempt", attempt, "/dead/", rank);
+  return cohort::detail::str("elastic/attempt", attempt, "/dead/", rank);
 }
 
 void announce_left_behind(const std::string& host, uint16_t port, const net::Secret& secret,

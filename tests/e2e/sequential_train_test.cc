@@ -148,6 +148,22 @@ TEST(SequentialTrain, TheExamplesRun) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+// docs/models.md: a sequential model (batch norm, residual block, dropout) trains with every
+// data-parallel strategy, not only DDP.
+TEST(SequentialTrain, EveryDataParallelStrategyTrainsIt) {
+  fs::path d = testing::fresh_dir("cohort_seq_e2e_", "strategies");
+  const std::string config = write_config(d);
+  for (const std::string strategy : {"zero", "local_sgd", "gossip", "ps"}) {
+    std::string cmd = job(config, d, strategy) + " --workers 2 --set train.max_steps=12" +
+                      " --set parallel.strategy=" + strategy;
+    if (strategy == "zero") cmd += " --set zero.stage=3";
+    if (strategy == "ps") cmd += " --servers 1";
+    CliResult r = run_cli(cmd);
+    EXPECT_EQ(r.status, 0) << strategy << ":\n" << r.output;
+    EXPECT_TRUE(contains(r, "done: 12 steps")) << strategy << ":\n" << r.output;
+  }
+}
+
 TEST(SequentialTrain, AListThatDoesNotFitTheDataNamesTheLayerBeforeAnyWorker) {
   fs::path d = testing::fresh_dir("cohort_seq_e2e_", "bad");
   CliResult r = run_cli(job("/dev/null", d, "bad") +

@@ -46,7 +46,7 @@ ForwardBackwardResult Strategy::forward_backward(const std::vector<MicroBatch>& 
     Tensor loss = loss_of(forward(micro[m].x), micro[m].y);
     auto t1 = Clock::now();
     r.loss += double(loss.item<float>()) * micro[m].weight;
-    if (micro.size() > 1) loss = ops::mul_scalar(loss, micro[m].weight);
+    if (micro[m].weight != 1) loss = ops::mul_scalar(loss, micro[m].weight);
     backward(loss, /*sync=*/m + 1 == micro.size());
     auto t2 = Clock::now();
     r.forward_s += std::chrono::duration<double>(t1 - t0).count();

@@ -106,6 +106,16 @@ void check_same_step(rendezvous::Store& store, const std::string& prefix,
   }
 }
 
+// What the new world trains: the same global batch over other workers, or the rest of the
+// epoch over the workers left.
+std::string dealt_text(const Trainer::State& s) {
+  if (s.batch_slots > 0)
+    return detail::str("the global batch stays ", s.batch_slots * s.batch, " samples (",
+                       s.batch_slots, " slots of ", s.batch, " over ", s.world->size, " workers)");
+  return detail::str("the rest of epoch ", s.pos.epoch, " (", s.data.train->size() - s.pos.skip,
+                     " samples) is dealt to them");
+}
+
 }  // namespace
 
 std::string round_prefix(const Trainer::State& s, int generation) {
@@ -136,6 +146,11 @@ void form_world(Trainer::State& s, int new_rank, int new_size, int generation) {
 // The rest of the current epoch (s.pos, trained by `old_workers`), dealt to the new world; the
 // step counts from there.
 void redeal_data(Trainer::State& s, int old_workers) {
+  if (s.batch_slots > 0) {  // the slots are dealt anew; the position means what it meant
+    if (s.pos.batch_in_epoch >= s.batches_per_epoch) s.pos = {s.pos.epoch + 1, 0, 0};
+    s.resume_pos = s.pos;
+    return;
+  }
   const int64_t n = s.data.train->size();
   LoopPosition pos = s.pos;
   int64_t consumed = pos.skip + pos.batch_in_epoch * s.batch * old_workers;
@@ -171,8 +186,7 @@ void log_membership(Trainer::State& s, int generation, int previous, double took
     std::snprintf(secs, sizeof secs, "%.2f", took);
     log::warn("elastic", "generation ", generation, ": ", s.world->size, " workers (", previous,
               " before) go on from step ", s.step, " (launcher ranks ", ranks_text(s.world->slots),
-              "), recovered in ", secs, " s; the rest of epoch ", s.pos.epoch, " (",
-              s.data.train->size() - s.pos.skip, " samples) is dealt to them");
+              "), recovered in ", secs, " s; ", dealt_text(s));
   }
   s.log.write({{"event", "membership"},
                {"generation", generation},
@@ -195,6 +209,13 @@ bool can_recover_in_place(const Trainer::State& s) {
 }
 
 void check_elastic_config(const Config& cfg) {
+  if (cfg.get_bool("elastic.exact")) {
+    COHORT_CHECK_ARG(cfg.get_int("elastic.min_workers") > 0, "config: elastic.exact is a mode ",
+                     "of in-place recovery: set elastic.min_workers too (docs/elastic.md)");
+    COHORT_CHECK_ARG(cfg.get_bool("elastic.fixed_batch"), "config: elastic.exact needs ",
+                     "elastic.fixed_batch = true: the slots it sums in order are those of the ",
+                     "fixed global batch");
+  }
   if (cfg.get_int("elastic.min_workers") <= 0) return;
   COHORT_CHECK_ARG(cfg.get_string("parallel.strategy") == "ddp", "config: elastic.min_workers ",
                    "(in-place recovery) works with parallel.strategy = \"ddp\" so far, not \"",

@@ -23,6 +23,7 @@
 #include "cohort/train/elastic.h"
 #include "cohort/train/elastic_join.h"
 #include "cohort/train/evaluate.h"
+#include "cohort/train/fixed_batch.h"
 #include "cohort/train/init_weights.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/run_dir.h"
@@ -113,13 +114,16 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   s_->memory.tag_parameters(*s_->model);
   s_->opt = make_optimizer(cfg, *s_->model);
   s_->grad_accum = cfg.get_int("train.grad_accum_steps");
+  s_->batch_slots = fixed_batch_slots(*s_);  // 0 unless elastic (train/fixed_batch.h)
+  if (s_->batch_slots > 0 && cfg.get_bool("elastic.exact")) check_exact_model(*s_);
   if (s_->data.is_text) {
     s_->steps_per_epoch =
         text_steps_per_epoch(s_->data, s_->batch * s_->world->data_size * s_->grad_accum,
                              cfg.get_int("model.block_size"));
     s_->batches_per_epoch = s_->steps_per_epoch * s_->grad_accum;
   } else {
-    s_->batches_per_epoch = batches_per_epoch(s_->data, s_->batch, s_->world->data_size);
+    s_->batches_per_epoch = batches_per_epoch(
+        s_->data, s_->batch, s_->batch_slots > 0 ? int(s_->batch_slots) : s_->world->data_size);
     s_->steps_per_epoch = (s_->batches_per_epoch + s_->grad_accum - 1) / s_->grad_accum;
   }
   int64_t max_steps = cfg.get_int("train.max_steps");

@@ -15,6 +15,7 @@
 #include "cohort/train/batch_prefetch.h"
 #include "cohort/train/elastic.h"
 #include "cohort/train/elastic_join.h"
+#include "cohort/train/fixed_batch.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/run_trace.h"
 #include "cohort/train/trainer_state.h"
@@ -55,18 +56,28 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
   int64_t step_samples = 0;
   for (const data::Batch& b : micro) step_samples += b.y.size(0);
   std::vector<parallel::MicroBatch> parts;
+  double weights = 0;
   for (const data::Batch& b : micro) {
     // Equal micro-batches: weight 1 / micro.size(), exactly (the division is correctly rounded).
-    parts.push_back(
-        {b.x.to(s.device), b.y.to(s.device), double(b.y.size(0)) / double(step_samples)});
+    // Elastic's fixed global batch: each is one of its slots (train/fixed_batch.h).
+    const double w =
+        s.batch_slots > 0 ? slot_weight(s) : double(b.y.size(0)) / double(step_samples);
+    parts.push_back({b.x.to(s.device), b.y.to(s.device), w});
+    weights += w;
     t.samples += b.y.size(0);
   }
-  parallel::ForwardBackwardResult fb = s.strategy->forward_backward(
-      parts, [](const Tensor& out, const Tensor& y) { return nn::cross_entropy(out, y); });
+  const bool exact = s.batch_slots > 0 && s.cfg.get_bool("elastic.exact");
+  parallel::StrategyStats exact_comm;
+  parallel::ForwardBackwardResult fb =
+      exact ? exact_forward_backward(s, parts, exact_comm)
+            : s.strategy->forward_backward(parts, [](const Tensor& out, const Tensor& y) {
+                return nn::cross_entropy(out, y);
+              });
   t.forward_s += fb.forward_s;
   t.backward_s += fb.backward_s;
   for (const parallel::StepPhase& ph : fb.phases) trace_span(s, ph.name, ph.from, ph.to);
-  const double loss_sum = fb.loss;
+  // This worker's mean loss (slot weights sum to W / K per micro-batch, not to 1).
+  const double loss_sum = s.batch_slots > 0 && !exact ? fb.loss / weights : fb.loss;
   s.memory.after_backward();
   auto t2 = Clock::now();
   double clip = s.cfg.get_float("optim.clip_grad_norm");
@@ -75,7 +86,7 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
   s.strategy->step();
   t.optimizer_s = seconds_since(t2);
   if (s.tracer) trace_span(s, "optimizer", t2, Clock::now());
-  parallel::StrategyStats c = strategy_stats(*s.strategy);
+  parallel::StrategyStats c = exact ? exact_comm : strategy_stats(*s.strategy);
   t.exposed_s = c.exposed_s;
   t.comm_s = c.comm_s;
   t.bytes_sent = c.bytes_sent;
@@ -189,16 +200,27 @@ bool evaluates_at_start(const Trainer::State& s) {
 
 }  // namespace
 
-// The loader of one epoch: this worker's share of it (a shard directory: its own shards; after
-// in-place recovery, of what the old world had not trained on: the position's skip).
+// The loaders of one epoch: this worker's share of it (a shard directory: its own shards; after
+// in-place recovery, of what the old world had not trained on: the position's skip), or with
+// elastic's fixed global batch one per slot it computes (train/fixed_batch.h).
 namespace {
 
-std::unique_ptr<data::Loader> make_epoch_loader(const Trainer::State& s, int64_t skip) {
+std::vector<std::unique_ptr<data::Loader>> make_epoch_loaders(const Trainer::State& s,
+                                                              int64_t skip) {
   data::LoaderOptions lo{.batch = s.batch,
                          .shuffle = s.cfg.get_bool("data.shuffle"),
                          .seed = uint64_t(s.cfg.get_int("run.seed")),
                          .drop_last = false,
                          .prefetch = int(s.cfg.get_int("data.prefetch"))};
+  std::vector<std::unique_ptr<data::Loader>> out;
+  if (s.batch_slots > 0) {
+    for (int64_t slot : own_slots(s)) {
+      lo.sampler = data::DistributedSampler(int(slot), int(s.batch_slots),
+                                            {.shuffle = lo.shuffle, .seed = lo.seed});
+      out.push_back(std::make_unique<data::Loader>(s.data.train, lo));
+    }
+    return out;
+  }
   if (s.data.sharded) {  // this worker's own shards, in lockstep on the smallest share
     lo.sampler = data::DistributedSampler(
         0, 1, {.shuffle = lo.shuffle, .seed = lo.seed, .max_samples = s.data.samples_per_worker});
@@ -206,7 +228,8 @@ std::unique_ptr<data::Loader> make_epoch_loader(const Trainer::State& s, int64_t
     lo.sampler = data::DistributedSampler(s.world->data_rank, s.world->data_size,
                                           {.shuffle = lo.shuffle, .seed = lo.seed, .skip = skip});
   }
-  return std::make_unique<data::Loader>(s.data.train, lo);
+  out.push_back(std::make_unique<data::Loader>(s.data.train, lo));
+  return out;
 }
 
 }  // namespace
@@ -237,10 +260,16 @@ void Trainer::run_epochs_from_resume(Progress& p) {
   bool more = s.step < s.total_steps;
   for (int64_t epoch = s.resume_pos.epoch; more && epoch < s.cfg.get_int("train.epochs"); ++epoch) {
     const bool resumed = epoch == s.resume_pos.epoch;
-    std::unique_ptr<data::Loader> owned = make_epoch_loader(s, resumed ? s.resume_pos.skip : 0);
-    data::Loader& loader = *owned;
-    loader.set_epoch(epoch);
-    if (resumed) loader.resume_at(s.resume_pos.batch_in_epoch);
+    auto loaders = make_epoch_loaders(s, resumed ? s.resume_pos.skip : 0);
+    for (auto& l : loaders) {
+      l->set_epoch(epoch);
+      if (resumed) l->resume_at(s.resume_pos.batch_in_epoch);
+    }
+    data::Loader& loader = *loaders.front();
+    // The other slots' loaders (fixed global batch) give a batch each with every one of it.
+    std::vector<data::Loader::Iterator> companions;
+    for (size_t k = 1; k < loaders.size(); ++k) companions.push_back(loaders[k]->begin());
+    const int64_t per_step = s.grad_accum * int64_t(loaders.size());
     // Batches of this epoch trained on (the feed may hold the next step's, not yet trained).
     int64_t next_batch = resumed ? s.resume_pos.batch_in_epoch : 0;
     auto train = [&](std::optional<StepInput> ready) {
@@ -254,9 +283,10 @@ void Trainer::run_epochs_from_resume(Progress& p) {
       step.data_s += seconds_since(wait_from);
       if (s.tracer) trace_span(s, "data", wait_from, Clock::now());
       step.micro.push_back(*it);
+      for (data::Loader::Iterator& c : companions) step.micro.push_back(*c), ++c;
       step.batch_index = it.index();
       // A step takes grad_accum micro-batches; the last step of an epoch may take fewer.
-      if (int64_t(step.micro.size()) == s.grad_accum || it.index() + 1 == loader.len()) {
+      if (int64_t(step.micro.size()) == per_step || it.index() + 1 == loader.len()) {
         train(feed.push(std::exchange(step, StepInput{.epoch = epoch})));
         if (!more) break;
       }

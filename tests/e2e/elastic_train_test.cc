@@ -12,6 +12,7 @@
 
 #include "tests/e2e/run_cli.h"
 #include "tests/e2e/run_dirs.h"
+#include "tests/support/files.h"
 
 namespace cohort {
 namespace {
@@ -42,9 +43,13 @@ int processes_mentioning(const std::string& needle) {
   return n;
 }
 
+// elastic.fixed_batch = false: each worker keeps its batch, the rest of the epoch is dealt to
+// the workers left and the global batch shrinks with them.
 TEST(ElasticTrain, AKilledWorkerIsLeftBehindAndTheOthersTrainOnInPlace) {
   fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "kill");
-  CliResult r = run_cli(job(d, "kill", 3) + " --set fault.kill_rank=2 --set fault.kill_at_step=10");
+  CliResult r = run_cli(job(d, "kill", 3) +
+                        " --set elastic.fixed_batch=false --set fault.kill_rank=2 --set "
+                        "fault.kill_at_step=10");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r,
                        "cohort run: rank 2 was killed by signal 9 (SIGKILL); elastic: 2 "
@@ -88,6 +93,77 @@ TEST(ElasticTrain, AKilledWorkerIsLeftBehindAndTheOthersTrainOnInPlace) {
   EXPECT_NE(page.find("\"workers_at_end\":2"), std::string::npos);
 }
 
+// The default: the global batch stays 3 slots of 64; the two workers left compute the lost
+// worker's slot between them (rank 0 computes slots 0 and 2), so the run has the steps of a run
+// without failures, every one logged once.
+TEST(ElasticTrain, TheGlobalBatchStaysFixedWhenAWorkerIsLost) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "fixed");
+  CliResult r =
+      run_cli(job(d, "fixed", 3) + " --set fault.kill_rank=2 --set fault.kill_at_step=10");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r,
+                       "generation 1: 2 workers (3 before) go on from step 10 (launcher ranks "
+                       "0,1), recovered in"))
+      << r.output;
+  EXPECT_TRUE(contains(r, "the global batch stays 192 samples (3 slots of 64 over 2 workers)"))
+      << r.output;
+  // 4,096 samples in 3 slots: 1,366 per slot (padded), 22 batches of each, 2 epochs.
+  EXPECT_TRUE(contains(r, "done: 44 steps")) << r.output;
+  auto steps = testing::records_of(d / "fixed" / "metrics.jsonl", "step");
+  ASSERT_EQ(steps.size(), 44u);
+  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i]["step"], int64_t(i + 1));
+  EXPECT_GT(testing::records_of(d / "fixed" / "metrics.jsonl", "eval").back()["accuracy"], 0.9);
+}
+
+// elastic.exact: the slots' gradients are summed in slot order whoever computed them, so a run
+// that lost a worker, and one that lost it and admitted its respawned replacement, end with the
+// model and optimizer state of the run without failures, byte for byte. fault.slow_rank keeps
+// the run going long enough for the replacement to join (a sleep: it changes no number).
+TEST(ElasticTrain, TheExactModeEndsBitIdenticalToARunWithoutFailures) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "exact");
+  const std::string exact =
+      " --set elastic.exact=true --set model.hidden=[256] --set "
+      "data.synthetic_samples=8192 --set fault.slow_rank=0 --set "
+      "fault.slow_factor=4";
+  const std::string kill = " --set fault.kill_rank=2 --set fault.kill_at_step=10";
+  CliResult quiet = run_cli(job(d, "quiet", 4) + exact);
+  ASSERT_EQ(quiet.status, 0) << quiet.output;
+  CliResult lost = run_cli(job(d, "lost", 4) + exact + kill);
+  ASSERT_EQ(lost.status, 0) << lost.output;
+  EXPECT_TRUE(contains(lost, "generation 1: 3 workers (4 before) go on from step 10"))
+      << lost.output;
+  CliResult back = run_cli(job(d, "back", 4) + exact + kill + " --respawn");
+  ASSERT_EQ(back.status, 0) << back.output;
+  EXPECT_TRUE(contains(back, "joined generation 2 as rank 3 of 4 at step")) << back.output;
+  for (const char* run : {"lost", "back"}) {
+    for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
+      EXPECT_EQ(testing::read_bytes(testing::newest_checkpoint(d / "quiet") / f),
+                testing::read_bytes(testing::newest_checkpoint(d / run) / f))
+          << run << ": " << f;
+    }
+  }
+}
+
+// What the exact mode cannot keep exact is refused before training, naming the key or layer.
+TEST(ElasticTrain, TheExactModeRefusesWhatItCannotKeepExact) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "exact_refused");
+  CliResult r =
+      run_cli(job(d, "alone", 2) + " --set elastic.min_workers=0 --set elastic.exact=true");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(contains(r,
+                       "elastic.exact is a mode of in-place recovery: set "
+                       "elastic.min_workers too"))
+      << r.output;
+  r = run_cli(job(d, "bn", 2) +
+              " --set elastic.exact=true --set model.type=sequential --set "
+              "'model.layers=flatten; linear 32; batchnorm; relu; linear'");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r,
+                       "elastic.exact needs a model without running statistics: its buffer "
+                       "'2.running_mean'"))
+      << r.output;
+}
+
 TEST(ElasticTrain, AStoppedWorkerIsDroppedAndKilledAtTheEnd) {
   fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "stop");
   CliResult r = run_cli(job(d, "stop", 4) + " --set fault.stop_rank=2 --set fault.stop_at_step=10");
@@ -96,7 +172,7 @@ TEST(ElasticTrain, AStoppedWorkerIsDroppedAndKilledAtTheEnd) {
   EXPECT_TRUE(
       contains(r, "generation 1: 3 workers (4 before) go on from step 10 (launcher ranks 0,1,3)"))
       << r.output;
-  EXPECT_TRUE(contains(r, "done: 40 steps")) << r.output;
+  EXPECT_TRUE(contains(r, "done: 32 steps")) << r.output;  // the global batch stays 4 x 64
   EXPECT_EQ(processes_mentioning(d.string()), 0) << "the stopped worker was left running";
 }
 

@@ -137,6 +137,17 @@ void add_straggler_keys(ConfigRegistry& r) {
          "",
          {},
          0.0});
+  r.add({"elastic.fixed_batch", T::kBool, true,
+         "With elastic.min_workers: the global batch stays data.batch_size x the launched "
+         "workers whatever the membership; the workers left compute the slots of the lost ones "
+         "(gradient accumulation), so the step count and the data of each step stay those of "
+         "a run without failures. false: each worker keeps its batch and the global batch "
+         "shrinks with the workers (docs/elastic.md)."});
+  r.add({"elastic.exact", T::kBool, false,
+         "With elastic.min_workers and elastic.fixed_batch: each slot's gradient is kept apart "
+         "and they are summed in slot order whoever computed them, so a run with failures and "
+         "joins ends bit-identical to one without. Costs the overlap of communication with "
+         "backward (docs/elastic.md). Models without dropout or batch norm."});
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 #     (what the kill cost): cohort: time_s(step S+1) - time_s(step S) in rank 0's metrics.jsonl,
 #     with its membership record's recover_s beside it; torchrun: the wall time of the first step
 #     completed after the restart - that of step S on the first attempt.
+#   cohort runs with elastic.fixed_batch = false (each survivor keeps its batch): the time
+#   measured is recovery alone, not the longer steps of survivors that compute a lost worker's
+#   slots of a fixed global batch (docs/elastic.md).
 #   samples of work lost: cohort: the failed step's global batch, W x 64 (in-place recovery redoes
 #     only the step in flight; checked: the steps of metrics.jsonl run 1..S+20, each once);
 #     torchrun: the steps redone after loading the checkpoint (S - its step, read from the log)
@@ -76,6 +79,7 @@ cohort_run() {
   timeout -k 10 300 "$COHORT" train /dev/null --workers "$w" --set data.dataset=fashion_mnist \
     --set 'model.hidden=[128]' --set data.batch_size=64 --set run.threads=1 \
     --set run.log_every=1 --set run.progress=none --set elastic.min_workers=2 \
+    --set elastic.fixed_batch=false \
     --set fault.kill_rank="$k" --set fault.kill_at_step="$s" --set train.max_steps=$((s + AFTER)) \
     --set ckpt.enabled=false --set run.dir="$OUT/runs" --set run.name="$name" \
     >"$OUT/$name.log" 2>&1 || { tail -5 "$OUT/$name.log" >&2; echo "failed: exit status"; return; }

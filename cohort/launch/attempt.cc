@@ -278,27 +278,27 @@ bool Attempt::leave_behind(Worker& w) {
   }
   int running = 0;
   for (auto& other : workers_) running += other->running && other->rank < world;
-  if (w.rank == 0 || running < options_.elastic_min_workers) {
-    std::fprintf(stderr, "cohort run: rank %d %s; elastic: %s: the job stops\n", w.rank,
-                 how.c_str(),
-                 w.rank == 0 ? "in-place recovery keeps rank 0 (it writes checkpoints and metrics)"
-                             : cohort::detail::str("only ", running,
-                                                   " worker(s) would be left, "
-                                                   "fewer than elastic.min_workers = ",
-                                                   options_.elastic_min_workers)
-                                   .c_str());
+  if (running < options_.elastic_min_workers) {
+    std::fprintf(stderr,
+                 "cohort run: rank %d %s; elastic: only %d worker(s) would be left, fewer than "
+                 "elastic.min_workers = %d: the job stops\n",
+                 w.rank, how.c_str(), running, options_.elastic_min_workers);
     std::fflush(stderr);
     return false;
   }
   ++outcome_.left_behind;
   announce_left_behind(plan_.store_host, port_, plan_.secret, restart_, w.rank, how);
+  // Rank 0 is not respawned: the lowest member took over as rank 0 (docs/elastic.md).
+  const bool respawn = options_.elastic_respawn && w.rank != 0;
   std::fprintf(stderr,
                "cohort run: rank %d %s; elastic: %d worker(s) go on without it "
                "(elastic.min_workers = %d)%s\n",
                w.rank, how.c_str(), running, options_.elastic_min_workers,
-               options_.elastic_respawn ? "; respawning it to join them" : "");
+               respawn       ? "; respawning it to join them"
+               : w.rank == 0 ? "; the lowest of them takes over as rank 0"
+                             : "");
   std::fflush(stderr);
-  if (options_.elastic_respawn) respawn_to_join(w);
+  if (respawn) respawn_to_join(w);
   return true;
 }
 
@@ -313,12 +313,14 @@ void Attempt::respawn_to_join(Worker& w) {
   spawn_worker(w, w.local_rank, w.restarts + 1);
 }
 
+// The job is done once a worker finished it (exit 0: the members end together, whoever is
+// rank 0 by then); what still runs was dropped.
 void Attempt::stop_dropped_after_chief() {
   if (options_.elastic_min_workers <= 0 || chief_done_) return;
+  const int world = options_.nnodes * options_.nproc_per_node;
   for (auto& w : workers_) {
-    if (w->rank != 0 || w->running) continue;
-    if (!(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0)) return;
-    chief_done_ = Clock::now();
+    if (w->rank >= world || w->running) continue;
+    if (WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0) chief_done_ = Clock::now();
   }
 }
 

@@ -3,15 +3,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
 #include "cohort/comm/communicator.h"
 #include "cohort/core/logging.h"
-#include "cohort/parallel/strategy_registry.h"
+#include "cohort/metrics/sink.h"
+#include "cohort/rendezvous/bootstrap.h"
 #include "cohort/rendezvous/store.h"
 #include "cohort/train/components.h"
-#include "cohort/train/straggler.h"
+#include "cohort/train/elastic_strategy.h"
 
 namespace cohort::train {
 namespace {
@@ -85,9 +87,11 @@ void check_can_go_on(const Trainer::State& s, const std::vector<int>& members, i
                   "elastic: rank ", old_rank, " was dropped: the others formed generation ",
                   generation, " without it (", ranks_text(members), "); it stops");
   const int64_t min_workers = s.cfg.get_int("elastic.min_workers");
-  COHORT_CHECK_IO(members.front() == 0, "elastic: rank 0 was lost (", why, "); in-place ",
-                  "recovery keeps rank 0, which writes checkpoints and metrics: the job stops ",
-                  "(--max-restarts restarts it from the last checkpoint)");
+  // The store must outlive rank 0: cohort's launcher hosts it (COHORT_STORE_EXTERNAL=1).
+  COHORT_CHECK_IO(
+      members.front() == 0 || rendezvous::int_from_env(s.env, "COHORT_STORE_EXTERNAL", 0) == 1,
+      "elastic: rank 0 was lost (", why, ") and it hosted the job's store: the job ",
+      "stops (launch with cohort's launcher, which hosts the store, to go on)");
   COHORT_CHECK_IO(
       int64_t(members.size()) >= min_workers && 2 * members.size() >= size_t(old_size),
       "elastic: only ", members.size(), " of ", old_size, " workers are left (lost: ", lost,
@@ -114,6 +118,15 @@ std::string dealt_text(const Trainer::State& s) {
                        s.batch_slots, " slots of ", s.batch, " over ", s.world->size, " workers)");
   return detail::str("the rest of epoch ", s.pos.epoch, " (", s.data.train->size() - s.pos.skip,
                      " samples) is dealt to them");
+}
+
+// The lowest member of a world that lost rank 0 becomes rank 0: from now on it writes the
+// checkpoints, the evaluations and the job's metrics.jsonl (appending to the lost rank 0's).
+void take_over_as_rank_0(Trainer::State& s, int old_rank) {
+  s.metrics_file = (std::filesystem::path(s.run_dir) / "metrics.jsonl").string();
+  s.log.add(std::make_unique<metrics::JsonlFile>(s.metrics_file));
+  log::warn("elastic", "rank ", old_rank, " takes over as rank 0 (rank 0 was lost): it writes the ",
+            "checkpoints and ", s.metrics_file, " from now on");
 }
 
 }  // namespace
@@ -167,16 +180,6 @@ void redeal_data(Trainer::State& s, int old_workers) {
   if (max_steps > 0) s.total_steps = std::min(s.total_steps, max_steps);
 }
 
-void rebuild_strategy(Trainer::State& s) {
-  s.strategy.reset();  // unhooks the old DDP from the model before the new one hooks it
-  std::shared_ptr<rendezvous::Store> store = s.world->joined->store.store;
-  s.strategy = parallel::make_strategy(
-      s.cfg.get_string("parallel.strategy"),
-      {*s.model, *s.opt, s.world->group, s.cfg, store, &s.env, s.total_steps, s.world->rank,
-       s.world->size, s.world->worker_restarts, nullptr});
-  s.stragglers = StragglerWatch(straggler_options(s.cfg), s.world->group);
-}
-
 void log_membership(Trainer::State& s, int generation, int previous, double took,
                     const std::string& why) {
   s.elastic_generation = generation;
@@ -217,9 +220,14 @@ void check_elastic_config(const Config& cfg) {
                      "fixed global batch");
   }
   if (cfg.get_int("elastic.min_workers") <= 0) return;
-  COHORT_CHECK_ARG(cfg.get_string("parallel.strategy") == "ddp", "config: elastic.min_workers ",
-                   "(in-place recovery) works with parallel.strategy = \"ddp\" so far, not \"",
-                   cfg.get_string("parallel.strategy"), "\" (docs/elastic.md)");
+  COHORT_CHECK_ARG(
+      recovers_in_place(cfg.get_string("parallel.strategy")),
+      "config: elastic.min_workers (in-place recovery) works with parallel.strategy = ",
+      kElasticStrategies, " so far, not \"", cfg.get_string("parallel.strategy"),
+      "\" (docs/elastic.md)");
+  COHORT_CHECK_ARG(!cfg.get_bool("elastic.exact") || cfg.get_string("parallel.strategy") == "ddp",
+                   "config: elastic.exact works with parallel.strategy = \"ddp\" (the slots' "
+                   "gradients are what it sums in order)");
   COHORT_CHECK_ARG(cfg.get_int("train.grad_accum_steps") == 1, "config: elastic.min_workers ",
                    "needs train.grad_accum_steps = 1 so far (docs/elastic.md)");
   COHORT_CHECK_ARG(cfg.get_float("elastic.detect_s") > 0, "config: elastic.min_workers needs ",
@@ -239,6 +247,7 @@ void recover_in_place(Trainer::State& s, const std::string& why) {
   const std::string prefix = round_prefix(s, generation);
   rendezvous::Store& store = *s.world->joined->store.store;
   store.compare_set(prefix + "/open", {}, bytes_of(detail::str("rank ", old_rank, ": ", why)));
+  complete_interrupted_step(s);  // before the step is compared
   store.set_string(detail::str(prefix, "/member/", old_rank), std::to_string(s.step));
   const auto detect = std::chrono::milliseconds(int64_t(s.cfg.get_float("elastic.detect_s") * 1e3));
   const auto give_up =
@@ -254,6 +263,7 @@ void recover_in_place(Trainer::State& s, const std::string& why) {
   const int new_rank = int(std::find(members.begin(), members.end(), old_rank) - members.begin());
   form_world(s, new_rank, int(members.size()), generation);
   s.world->slots = slots;
+  if (old_rank != 0 && new_rank == 0) take_over_as_rank_0(s, old_rank);
   redeal_data(s, old_workers);
   rebuild_strategy(s);
   log_membership(s, generation, old_size,

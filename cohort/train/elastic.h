@@ -12,13 +12,16 @@
 //      elastic.detect_s / 2, a survivor writes "members" (compare-and-set: the first list
 //      written is the membership, for everyone); a worker not in it was dropped and stops;
 //   4. the members, in the order of their old ranks, form a new communicator (prefix
-//      "world/gen<g>"), and rebuild the strategy over it; the rest of the epoch is dealt to
-//      them (the sampler skips what the old world trained on), the global batch shrinking
-//      with the workers.
-// Refused (the job stops, as without elastic training): rank 0 lost (it writes checkpoints and
-// metrics), fewer than elastic.min_workers or than half of the old world left (a minority never
-// goes on alone), or survivors whose last completed steps differ (a worker died inside a
-// step's last collective: their replicas differ; a restart from the checkpoint is exact).
+//      "world/gen<g>") and rebuild the strategy over it (elastic_strategy.h); the data goes on
+//      where it was: the slots of the fixed global batch dealt to the members (fixed_batch.h),
+//      or with elastic.fixed_batch = false the rest of the epoch dealt to them (the sampler
+//      skips what the old world trained on), the global batch shrinking with the workers.
+// Rank 0 lost: the lowest member becomes rank 0 and writes the checkpoints and metrics.jsonl
+// from then on (the launcher hosts the store, which outlives it).
+// Refused (the job stops, as without elastic training): fewer than elastic.min_workers or than
+// half of the old world left (a minority never goes on alone), or survivors whose last
+// completed steps differ (a worker died inside a step's last collective: their replicas
+// differ; a restart from the checkpoint is exact).
 #include <string>
 
 #include "cohort/train/trainer_state.h"
@@ -52,7 +55,6 @@ void form_world(Trainer::State& s, int new_rank, int new_size, int generation);
 // The rest of the epoch at s.pos, trained so far by `old_workers`, dealt to the new world; the
 // run's step counts again.
 void redeal_data(Trainer::State& s, int old_workers);
-void rebuild_strategy(Trainer::State& s);
 // Counts the change, logs it on rank 0 and writes the `membership` record.
 void log_membership(Trainer::State& s, int generation, int previous, double took,
                     const std::string& why);

@@ -9,6 +9,7 @@
 #include "cohort/rendezvous/bootstrap.h"
 #include "cohort/rendezvous/store.h"
 #include "cohort/train/elastic.h"
+#include "cohort/train/elastic_strategy.h"
 
 namespace cohort::train {
 namespace {
@@ -131,6 +132,7 @@ void join_running_job(Trainer::State& s) {
   std::istringstream in(slots);
   for (std::string r; std::getline(in, r, ',');) s.world->slots.push_back(std::stoi(r));
   redeal_data(s, int(share_state(s, 0)));
+  before_new_strategy(s);  // as the workers do before they rebuild theirs
   s.elastic_generation = generation;
   s.joined_running_job = true;
   s.start_step = s.last_saved_step = s.step;

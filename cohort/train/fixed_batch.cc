@@ -68,6 +68,8 @@ std::vector<int64_t> own_slots(const Trainer::State& s) {
 }
 
 double slot_weight(const Trainer::State& s) {
+  if (s.cfg.get_string("parallel.strategy") != "ddp")  // local_sgd: each worker steps alone
+    return 1.0 / double(own_slots(s).size());
   return double(s.world->data_size) / double(s.batch_slots);
 }
 

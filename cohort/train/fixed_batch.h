@@ -30,7 +30,9 @@ int64_t fixed_batch_slots(const Trainer::State& s);
 // The slots this worker computes in the current world, in order.
 std::vector<int64_t> own_slots(const Trainer::State& s);
 
-// The weight of each of this worker's micro-batches in DDP's average: W / K.
+// The weight of each of this worker's micro-batches: W / K under DDP (its average over the W
+// workers then weighs every slot 1 / K); 1 / (its slots) under local_sgd, whose workers step
+// alone on the mean of their slots (the warm-up's gradient average weighs workers alike).
 double slot_weight(const Trainer::State& s);
 
 // elastic.exact's forward and backward: each micro-batch (slot own_slots()[j]) computed on its

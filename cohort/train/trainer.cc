@@ -22,6 +22,7 @@
 #include "cohort/train/device_select.h"
 #include "cohort/train/elastic.h"
 #include "cohort/train/elastic_join.h"
+#include "cohort/train/elastic_strategy.h"
 #include "cohort/train/evaluate.h"
 #include "cohort/train/fixed_batch.h"
 #include "cohort/train/init_weights.h"
@@ -139,6 +140,7 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
       strategy_name(cfg, s_->mesh.get()),
       {*s_->model, *s_->opt, s_->world->group, cfg, store, &env, s_->total_steps, s_->world->rank,
        s_->world->size, s_->world->worker_restarts, s_->mesh});
+  if (s_->joined_running_job) after_new_strategy(*s_);  // what the workers' new ones carry
   check_strategy_on_device(cfg, s_->device, s_->strategy->name());
   // Parameter-server workers have no group (they must not wait for each other): no watch.
   s_->stragglers = StragglerWatch(straggler_options(cfg), s_->world->group);

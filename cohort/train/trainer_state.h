@@ -88,7 +88,7 @@ struct Trainer::State {
   int64_t steps_per_epoch = 0;
   int64_t batches_per_epoch = 0;  // this rank's micro-batches per epoch (text: steps * accum)
   int64_t grad_accum = 1;         // train.grad_accum_steps: micro-batches per step
-  int64_t batch_slots = 0;  // elastic's fixed global batch: its slots (fixed_batch.h); 0: off
+  int64_t batch_slots = 0;        // elastic's fixed global batch: its slots (fixed_batch.h); 0: off
   int64_t step = 0;
   double train_seconds = 0;
   int64_t samples = 0;

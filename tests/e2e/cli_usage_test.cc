@@ -48,6 +48,12 @@ TEST(CliUsage, AValueOutOfRangeIsAUsageErrorNamingTheFlag) {
   EXPECT_EQ(r.status, 2) << r.output;  // CLI11's own code for it is 105
   expect_contains(r, "cohort: error: --workers: Value 0 not in range 1 to 1024");
   EXPECT_EQ(run_cli("train").status, 2);                  // the config is missing
+  r = run_cli("train /dev/null --workers 3:2");
+  EXPECT_EQ(r.status, 2) << r.output;
+  expect_contains(r, "cohort: error: --workers: MIN:MAX needs MIN <= MAX, got 3:2");
+  r = run_cli("train /dev/null --workers 2:x");
+  EXPECT_EQ(r.status, 2) << r.output;
+  expect_contains(r, "--workers: expected N or MIN:MAX (e.g. 4, or 2:4), got 'x'");
   EXPECT_EQ(run_cli("train /dev/null --set").status, 2);  // --set without its value
   EXPECT_EQ(run_cli("train --help").status, 0);           // help is not an error
   EXPECT_EQ(run_cli("--version").status, 0);

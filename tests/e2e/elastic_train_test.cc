@@ -116,9 +116,9 @@ TEST(ElasticTrain, TheGlobalBatchStaysFixedWhenAWorkerIsLost) {
 }
 
 // elastic.exact: the slots' gradients are summed in slot order whoever computed them, so a run
-// that lost a worker, and one that lost it and admitted its respawned replacement, end with the
-// model and optimizer state of the run without failures, byte for byte. fault.slow_rank keeps
-// the run going long enough for the replacement to join (a sleep: it changes no number).
+// that lost rank 0, and one that lost a worker and admitted its respawned replacement, end with
+// the model and optimizer state of the run without failures, byte for byte. fault.slow_rank
+// keeps the run going long enough for the replacement to join (a sleep: it changes no number).
 TEST(ElasticTrain, TheExactModeEndsBitIdenticalToARunWithoutFailures) {
   fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "exact");
   const std::string exact =
@@ -128,7 +128,9 @@ TEST(ElasticTrain, TheExactModeEndsBitIdenticalToARunWithoutFailures) {
   const std::string kill = " --set fault.kill_rank=2 --set fault.kill_at_step=10";
   CliResult quiet = run_cli(job(d, "quiet", 4) + exact);
   ASSERT_EQ(quiet.status, 0) << quiet.output;
-  CliResult lost = run_cli(job(d, "lost", 4) + exact + kill);
+  // Rank 0 itself: its successor computes slots 0 and 3 and writes the final checkpoint.
+  CliResult lost =
+      run_cli(job(d, "lost", 4) + exact + " --set fault.kill_rank=0 --set fault.kill_at_step=10");
   ASSERT_EQ(lost.status, 0) << lost.output;
   EXPECT_TRUE(contains(lost, "generation 1: 3 workers (4 before) go on from step 10"))
       << lost.output;
@@ -162,6 +164,58 @@ TEST(ElasticTrain, TheExactModeRefusesWhatItCannotKeepExact) {
                        "elastic.exact needs a model without running statistics: its buffer "
                        "'2.running_mean'"))
       << r.output;
+}
+
+// --workers MIN:MAX launches MAX workers that go on in place while MIN remain: 2:3 is
+// --workers 3 with elastic.min_workers = 2, and the global batch is 3 slots.
+TEST(ElasticTrain, WorkersMinMaxLaunchesMaxThatGoOnWhileMinRemain) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "range");
+  std::string range = job(d, "range", 3);
+  range.replace(range.find("--workers 3"), 11, "--workers 2:3");
+  range.replace(range.find(" --set elastic.min_workers=2"), 28, "");
+  CliResult r = run_cli(range + " --set fault.kill_rank=2 --set fault.kill_at_step=10");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r, "elastic: 2 worker(s) go on without it (elastic.min_workers = 2)"))
+      << r.output;
+  EXPECT_TRUE(contains(r, "done: 44 steps")) << r.output;
+  r = run_cli(range + " --set elastic.min_workers=1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(contains(r,
+                       "cohort train: --workers 2:3 asks for at least 2 workers, but "
+                       "elastic.min_workers = 1: give one of them"))
+      << r.output;
+}
+
+// local_sgd: the members average their replicas over the new world and go on with the step
+// count (and period) where it was, the respawned worker joins them; every slot of the fixed
+// global batch is still trained. fault.slow_rank keeps the run going long enough for the join.
+TEST(ElasticTrain, LocalSgdWorkersAverageTheirReplicasAndGoOn) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "local");
+  CliResult r = run_cli(job(d, "local", 3) +
+                        " --respawn --set parallel.strategy=local_sgd --set local_sgd.period=4 "
+                        "--set local_sgd.report_params_hash=true --set fault.kill_rank=2 --set "
+                        "fault.kill_at_step=10 --set fault.slow_rank=0 --set fault.slow_factor=8 "
+                        "--set train.epochs=8");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r, "generation 1: 2 workers (3 before) go on from step 1")) << r.output;
+  // The respawned worker joins: it averages its replica (rank 0's) with the others' too.
+  EXPECT_TRUE(contains(r, "joined generation 2 as rank 2 of 3 at step")) << r.output;
+  EXPECT_TRUE(contains(r, "done: 176 steps")) << r.output;  // 8 epochs of 22
+  const fs::path run = d / "local";
+  EXPECT_GT(testing::records_of(run / "metrics.jsonl", "eval").back()["accuracy"], 0.9);
+  // After the change the two replicas agree at every average (the hash of rank 1's parameters
+  // is rank 0's at the last step both logged one).
+  auto hashes = [](const fs::path& f) {
+    std::map<int64_t, std::string> out;
+    for (auto& j : testing::records_of(f, "step"))
+      if (j.contains("local_sgd_params_hash")) out[j["step"]] = j["local_sgd_params_hash"];
+    return out;
+  };
+  auto h0 = hashes(run / "metrics.jsonl"), h1 = hashes(run / "metrics.rank1.jsonl");
+  ASSERT_FALSE(h0.empty());
+  ASSERT_TRUE(h1.count(h0.rbegin()->first))
+      << "rank 1 logged no hash at step " << h0.rbegin()->first;
+  EXPECT_EQ(h1[h0.rbegin()->first], h0.rbegin()->second);
 }
 
 TEST(ElasticTrain, AStoppedWorkerIsDroppedAndKilledAtTheEnd) {
@@ -229,15 +283,32 @@ TEST(ElasticTrain, ARespawnedWorkerJoinsTheRunningJobWithRankZerosState) {
   EXPECT_GT(joined_steps.back()["step"].get<int64_t>(), changes[1]["step"].get<int64_t>());
 }
 
-TEST(ElasticTrain, LosingRankZeroOrTooManyWorkersStopsTheJob) {
-  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "refuse");
-  CliResult r = run_cli(job(d, "zero", 3) + " --set fault.kill_rank=0 --set fault.kill_at_step=5");
-  EXPECT_NE(r.status, 0) << r.output;
+// Rank 0 lost: the lowest member takes over as rank 0 (the launcher hosts the store) and
+// writes the checkpoints and the job's metrics.jsonl from then on; the job succeeds.
+TEST(ElasticTrain, WhenRankZeroIsLostTheLowestMemberTakesOver) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "zero");
+  CliResult r = run_cli(job(d, "zero", 3) + " --set fault.kill_rank=0 --set fault.kill_at_step=10");
+  ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r,
-                       "cohort run: rank 0 was killed by signal 9 (SIGKILL); elastic: in-place "
-                       "recovery keeps rank 0 (it writes checkpoints and metrics): the job "
-                       "stops"))
+                       "cohort run: rank 0 was killed by signal 9 (SIGKILL); elastic: 2 worker(s) "
+                       "go on without it (elastic.min_workers = 2); the lowest of them takes over "
+                       "as rank 0"))
       << r.output;
+  EXPECT_TRUE(contains(r, "rank 1 takes over as rank 0 (rank 0 was lost)")) << r.output;
+  EXPECT_TRUE(contains(r, "[rank 1] done: 44 steps")) << r.output;
+  const fs::path metrics = d / "zero" / "metrics.jsonl";
+  auto steps = testing::records_of(metrics, "step");
+  ASSERT_EQ(steps.size(), 44u);  // 1-10 from the first rank 0, 11-44 from its successor
+  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i]["step"], int64_t(i + 1));
+  EXPECT_EQ(testing::records_of(metrics, "membership").at(0)["members"],
+            nlohmann::json::array({1, 2}));
+  EXPECT_EQ(testing::records_of(metrics, "summary").at(0)["workers"], 2);
+  EXPECT_EQ(testing::newest_checkpoint(d / "zero").filename(), "step-0000000044");
+}
+
+TEST(ElasticTrain, TooFewWorkersOrAnotherStrategyStopsTheJob) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "refuse");
+  CliResult r;
   r = run_cli(job(d, "two", 2) + " --set fault.kill_rank=1 --set fault.kill_at_step=5");
   EXPECT_NE(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r,
@@ -246,7 +317,8 @@ TEST(ElasticTrain, LosingRankZeroOrTooManyWorkersStopsTheJob) {
       << r.output;
   r = run_cli(job(d, "zero3", 2) + " --set parallel.strategy=zero");
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_TRUE(contains(r, "works with parallel.strategy = \"ddp\" so far")) << r.output;
+  EXPECT_TRUE(contains(r, "works with parallel.strategy = \"ddp\" or \"local_sgd\" so far"))
+      << r.output;
 }
 
 }  // namespace

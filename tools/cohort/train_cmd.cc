@@ -23,8 +23,10 @@ namespace {
 struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
-  int workers = 0;  // 0: train in this process
-  int servers = 0;  // parameter servers beside the workers
+  std::string workers_spec;  // --workers: "N" or "MIN:MAX"
+  int workers = 0;           // 0: train in this process; MIN:MAX launches MAX
+  int min_workers = 0;       // MIN of MIN:MAX (elastic.min_workers); 0: a plain N
+  int servers = 0;           // parameter servers beside the workers
   std::string resume;
   int max_restarts = 0;
   bool respawn = false;
@@ -32,6 +34,45 @@ struct TrainArgs {
   DashboardArgs dashboard;
   MasterArgs master;  // where the launcher hosts the store (default: loopback, a free port)
 };
+
+// --workers N or MIN:MAX, each within 1..1024 and MIN <= MAX: "" when valid, else why not.
+std::string check_worker_spec(const std::string& spec, int* min, int* max) {
+  auto count = [](const std::string& text, int* out) -> std::string {
+    size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (text.empty() || used != text.size())
+      return "expected N or MIN:MAX (e.g. 4, or 2:4), got '" + text + "'";
+    if (v < 1 || v > 1024) return "Value " + text + " not in range 1 to 1024";
+    *out = int(v);
+    return "";
+  };
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos) {
+    *min = 0;
+    return count(spec, max);
+  }
+  std::string why = count(spec.substr(0, colon), min);
+  if (why.empty()) why = count(spec.substr(colon + 1), max);
+  if (why.empty() && *min > *max) why = "MIN:MAX needs MIN <= MAX, got " + spec;
+  return why;
+}
+
+// --workers MIN:MAX: MAX workers launched, elastic.min_workers = MIN (docs/elastic.md); a
+// config or --set that asks for another minimum is refused rather than overridden.
+void add_elastic_range(TrainArgs& a) {
+  if (a.min_workers == 0) return;
+  Config cfg = train::load_config(a.config, a.sets, train::environment_snapshot());
+  const int64_t set = cfg.get_int("elastic.min_workers");
+  COHORT_CHECK_ARG(set == 0 || set == a.min_workers, "cohort train: --workers ", a.workers_spec,
+                   " asks for at least ", a.min_workers,
+                   " workers, but elastic.min_workers = ", set, ": give one of them");
+  a.sets.push_back("elastic.min_workers=" + std::to_string(a.min_workers));
+}
 
 int train_here(const TrainArgs& a) {
   std::vector<std::string> sets = a.sets;
@@ -100,10 +141,16 @@ void add_train_command(CLI::App& app, Handlers& h) {
   cmd->add_option("config", a->config, "TOML config file (see docs/config.md)")->required();
   cmd->add_option("--set", a->sets, "Override a key, e.g. --set optim.lr=0.1 (repeatable)");
   // torchrun's names for it work too: a torchrun command line needs only its launcher changed.
-  cmd->add_option("--workers,--nproc-per-node,--nproc_per_node", a->workers,
+  cmd->add_option("--workers,--nproc-per-node,--nproc_per_node", a->workers_spec,
                   "Launch N data-parallel workers on this machine (like torchrun "
-                  "--nproc-per-node N)")
-      ->check(CLI::Range(1, 1024))
+                  "--nproc-per-node N); MIN:MAX launches MAX that go on in place while MIN "
+                  "remain (elastic.min_workers = MIN, docs/elastic.md)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            int lo = 0, hi = 0;
+            return check_worker_spec(v, &lo, &hi);
+          },
+          "N|MIN:MAX"))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // scripts/main-job.sh --workers 4
   cmd->add_option("--servers", a->servers,
                   "With --workers and parallel.strategy = \"ps\": also start S parameter "
@@ -130,6 +177,9 @@ void add_train_command(CLI::App& app, Handlers& h) {
   add_dashboard_options(cmd, a->dashboard);
   cmd->callback([&h, a] {
     h.run = [a] {
+      if (!a->workers_spec.empty())
+        check_worker_spec(a->workers_spec, &a->min_workers, &a->workers);
+      add_elastic_range(*a);
       if (a->dashboard.requested() && a->workers == 0) a->workers = 1;  // served by the launcher
       if (a->workers > 0) return launch_workers(*a);
       COHORT_CHECK_ARG(a->servers == 0, "cohort train: --servers needs --workers N");

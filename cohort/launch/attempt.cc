@@ -313,15 +313,22 @@ void Attempt::respawn_to_join(Worker& w) {
   spawn_worker(w, w.local_rank, w.restarts + 1);
 }
 
-// The job is done once a worker finished it (exit 0: the members end together, whoever is
-// rank 0 by then); what still runs was dropped.
+// The job is done once its rank 0 exited with 0 (launcher rank 0, or the worker that took over
+// as rank 0: the store's chief key, read once a worker finished); what still runs was dropped.
 void Attempt::stop_dropped_after_chief() {
   if (options_.elastic_min_workers <= 0 || chief_done_) return;
   const int world = options_.nnodes * options_.nproc_per_node;
-  for (auto& w : workers_) {
-    if (w->rank >= world || w->running) continue;
-    if (WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0) chief_done_ = Clock::now();
+  auto finished = [](const Worker& w) {
+    return !w.running && WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+  };
+  if (chief_rank_ < 0) {
+    const bool any = std::any_of(workers_.begin(), workers_.end(),
+                                 [&](auto& w) { return w->rank < world && finished(*w); });
+    if (!any) return;
+    chief_rank_ = elastic_chief(plan_.store_host, port_, plan_.secret, restart_);
   }
+  for (auto& w : workers_)
+    if (w->rank == chief_rank_ && finished(*w)) chief_done_ = Clock::now();
 }
 
 bool Attempt::any_running() const {

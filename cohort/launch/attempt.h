@@ -103,6 +103,7 @@ class Attempt {
   AttemptOutcome outcome_;
   bool stopping_ = false;
   std::optional<std::chrono::steady_clock::time_point> chief_done_;  // rank 0 exited with 0
+  int chief_rank_ = -1;    // the launcher rank that is rank 0 at the end (-1: not asked yet)
   bool escalate_ = false;  // a second SIGINT/SIGTERM to the launcher: SIGKILL now
   std::string flight_dir_;
   bool flight_dir_temporary_ = false;

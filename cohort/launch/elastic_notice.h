@@ -11,10 +11,19 @@ namespace cohort::launch {
 
 // "elastic/attempt<A>/dead/<rank>": what the survivors' round reads.
 std::string elastic_dead_key(int attempt, int rank);
+// "elastic/attempt<A>/chief": the launcher rank of a worker that took over as rank 0 (absent:
+// launcher rank 0 is still rank 0).
+std::string elastic_chief_key(int attempt);
 
-// Sets that key to `how` ("was killed by signal 9 (SIGKILL)") in the store at host:port. A
-// store that cannot be reached is logged, not thrown: the round then waits for the beat.
+// Sets the dead key to `how` ("was killed by signal 9 (SIGKILL)") in the store at host:port,
+// and removes the rank's join and admit keys of an earlier join (train/elastic_join.h), so a
+// replacement respawned for it asks afresh. A store that cannot be reached is logged, not
+// thrown: the round then waits for the beat.
 void announce_left_behind(const std::string& host, uint16_t port, const net::Secret& secret,
                           int attempt, int rank, const std::string& how);
+
+// The launcher rank that is the job's rank 0 now (the chief key, else 0; 0 too when the store
+// cannot be reached).
+int elastic_chief(const std::string& host, uint16_t port, const net::Secret& secret, int attempt);
 
 }  // namespace cohort::launch

@@ -9,9 +9,10 @@
 // Slot k is computed by rank k % W (W the group's size; W <= K). Each rank owns a contiguous
 // shard of the vector: the ranks send each owner its shard of every slot they computed (one
 // batch of point-to-point operations, an all-to-all), each owner sums its shard over the K
-// slots in order, and an allgatherv assembles the whole. Per rank that moves (m + 1) x n x
-// (W - 1) / W elements each way, m = the slots it computed: with one slot per rank the bytes
-// of a ring allreduce (2 n (W - 1) / W), but in two latency rounds of W - 1 messages each.
+// slots in order, and an allgatherv assembles the whole. A rank that computed m slots sends
+// (m + 1) x n x (W - 1) / W elements and receives (K - m) x n / W + n x (W - 1) / W: with one
+// slot per rank both are a ring allreduce's 2 n (W - 1) / W, but in two latency rounds of
+// W - 1 messages each.
 //
 //   std::vector<int64_t> mine = slots_of_rank(K, W, rank);  // k = rank, rank + W, ...
 //   ordered_slot_mean(group, K, grads.data(), n, mean.data());  // grads: mine.size() x n

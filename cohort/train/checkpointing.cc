@@ -10,6 +10,7 @@
 #include "cohort/core/logging.h"
 #include "cohort/nn/layers.h"
 #include "cohort/train/checkpoint_shards.h"
+#include "cohort/train/fixed_batch.h"
 
 namespace cohort::train {
 namespace {
@@ -168,7 +169,7 @@ struct BatchSplit {
 };
 
 BatchSplit batch_split(const Trainer::State& s) {
-  return {s.batch, s.world->data_size, s.grad_accum};
+  return {s.batch, data_split_workers(s), s.grad_accum};
 }
 
 // The split the checkpoint's run used; nullopt for a checkpoint that does not record both
@@ -339,7 +340,7 @@ ckpt::CheckpointData capture_checkpoint(const Trainer::State& s, const LoopPosit
                            {"loss_ema", s.loss_ema},
                            {"optimizer_scalars", strategy.optimizer_scalars},
                            {"world_size", s.world->size},
-                           {"data_workers", s.world->data_size},
+                           {"data_workers", data_split_workers(s)},
                            {"epoch_skip", pos.skip},
                            {"resume_keys", resume_keys(s.cfg)},
                            {"config", s.cfg.to_toml()}};

@@ -120,13 +120,45 @@ std::string dealt_text(const Trainer::State& s) {
                      " samples) is dealt to them");
 }
 
+// A file whose last line is not ended (its writer was killed inside it) gets its newline.
+void end_torn_line(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "a+");
+  if (f == nullptr) return;  // the sink's own open names the problem
+  if (std::fseek(f, -1, SEEK_END) == 0 && std::fgetc(f) != '\n' &&
+      std::fseek(f, 0, SEEK_END) == 0)  // a read is followed by a write only after a seek
+    std::fputc('\n', f);
+  std::fclose(f);
+}
+
 // The lowest member of a world that lost rank 0 becomes rank 0: from now on it writes the
 // checkpoints, the evaluations and the job's metrics.jsonl (appending to the lost rank 0's).
 void take_over_as_rank_0(Trainer::State& s, int old_rank) {
   s.metrics_file = (std::filesystem::path(s.run_dir) / "metrics.jsonl").string();
+  end_torn_line(s.metrics_file);  // a line the lost rank 0 was writing stays apart
   s.log.add(std::make_unique<metrics::JsonlFile>(s.metrics_file));
+  // The launcher waits for this worker's exit, not launcher rank 0's, to end the job.
+  s.world->joined->store.store->set_string(
+      detail::str("elastic/attempt", s.world->restart_count, "/chief"),
+      std::to_string(s.world->slots.front()));
   log::warn("elastic", "rank ", old_rank, " takes over as rank 0 (rank 0 was lost): it writes the ",
             "checkpoints and ", s.metrics_file, " from now on");
+}
+
+// local_sgd, gossip: a member whose neighbours finished their exchange may be one step ahead
+// of the lost worker's neighbours (their exchanges fail, its own did not). The replicas are
+// averaged next anyway: the members behind take the step as done (their own update of it is
+// lost in the average), so all go on from the furthest step.
+void catch_up_with_the_furthest(rendezvous::Store& store, const std::string& prefix,
+                                const std::vector<int>& members, Trainer::State& s) {
+  int64_t furthest = s.step;
+  for (int r : members)
+    furthest = std::max<int64_t>(furthest,
+                                 std::stoll(store.get_string(detail::str(prefix, "/member/", r))));
+  if (furthest == s.step) return;
+  COHORT_CHECK_IO(furthest == s.step + 1, "elastic: a member completed step ", furthest,
+                  " and this worker step ", s.step, ": more than one step apart; the job stops");
+  ++s.step;
+  s.pos.batch_in_epoch += s.grad_accum;
 }
 
 }  // namespace
@@ -256,7 +288,10 @@ void recover_in_place(Trainer::State& s, const std::string& why) {
   const std::vector<int> members =
       settle_members(store, prefix, dead, s.world->liveness_prefix, old_size, detect / 2, give_up);
   check_can_go_on(s, members, old_size, generation, why);
-  check_same_step(store, prefix, members, s.step);
+  if (replicas_part(s))
+    catch_up_with_the_furthest(store, prefix, members, s);
+  else
+    check_same_step(store, prefix, members, s.step);
   const int old_workers = s.world->data_size;
   std::vector<int> slots;
   for (int r : members) slots.push_back(s.world->slots[size_t(r)]);
@@ -265,7 +300,7 @@ void recover_in_place(Trainer::State& s, const std::string& why) {
   s.world->slots = slots;
   if (old_rank != 0 && new_rank == 0) take_over_as_rank_0(s, old_rank);
   redeal_data(s, old_workers);
-  rebuild_strategy(s);
+  rebuild_strategy(s, /*average_replicas=*/true);
   log_membership(s, generation, old_size,
                  std::chrono::duration<double>(Clock::now() - start).count(), why);
 }

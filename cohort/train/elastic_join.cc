@@ -132,7 +132,6 @@ void join_running_job(Trainer::State& s) {
   std::istringstream in(slots);
   for (std::string r; std::getline(in, r, ',');) s.world->slots.push_back(std::stoi(r));
   redeal_data(s, int(share_state(s, 0)));
-  before_new_strategy(s);  // as the workers do before they rebuild theirs
   s.elastic_generation = generation;
   s.joined_running_job = true;
   s.start_step = s.last_saved_step = s.step;
@@ -167,10 +166,13 @@ void admit_pending_joiners(Trainer::State& s) {
     }
   }
   const int old_workers = s.world->data_size;
+  // local_sgd, gossip: the members agree first (over the old world), so that rank 0's state,
+  // which everyone receives below, is everyone's.
+  average_parted_replicas(s);
   form_world(s, s.world->rank, new_size, generation);
   s.world->slots = slots;
   redeal_data(s, int(share_state(s, old_workers)));
-  rebuild_strategy(s);
+  rebuild_strategy(s, /*average_replicas=*/false);
   log_membership(s, generation, old_size,
                  std::chrono::duration<double>(Clock::now() - start).count(),
                  detail::str("launcher rank(s) ", slots_text(joiners), " joined"));

@@ -1,5 +1,6 @@
 #include "cohort/train/elastic_strategy.h"
 
+#include "cohort/parallel/decentralized/gossip_strategy.h"
 #include "cohort/parallel/decentralized/local_sgd_strategy.h"
 #include "cohort/parallel/flat_average.h"
 #include "cohort/parallel/strategy_registry.h"
@@ -8,45 +9,55 @@
 namespace cohort::train {
 namespace {
 
-bool is_local_sgd(const Trainer::State& s) {
-  return s.cfg.get_string("parallel.strategy") == "local_sgd";
+// The strategy's own step count (local_sgd, gossip), or -1.
+int64_t strategy_steps(parallel::Strategy& strategy) {
+  if (auto* local = dynamic_cast<parallel::LocalSgdStrategy*>(&strategy)) return local->steps();
+  if (auto* gossip = dynamic_cast<parallel::GossipStrategy*>(&strategy)) return gossip->steps();
+  return -1;
 }
 
-// Every member's parameters and floating-point buffers replaced by their average over the new
-// world (a local_sgd replica, as its own average covers it).
-void average_replicas(Trainer::State& s) {
-  std::vector<Tensor> replica = s.model->parameters();
-  for (const auto& [name, b] : s.model->named_buffers())
-    if (b.dtype() == DType::f32) replica.push_back(b);
-  const auto timeout = std::chrono::milliseconds(int64_t(s.cfg.get_float("comm.timeout_s") * 1e3));
-  parallel::FlatAverager(*s.world->group, "elastic: local_sgd replicas", timeout).average(replica);
+void set_strategy_steps(parallel::Strategy& strategy, int64_t steps) {
+  // local_sgd: its checkpoint state is the step count, and a load is a synchronization point.
+  if (auto* local = dynamic_cast<parallel::LocalSgdStrategy*>(&strategy))
+    local->load_state({{}, {{"steps", steps}}, false});
+  if (auto* gossip = dynamic_cast<parallel::GossipStrategy*>(&strategy)) gossip->set_steps(steps);
 }
 
 }  // namespace
 
 bool recovers_in_place(const std::string& strategy) {
-  return strategy == "ddp" || strategy == "local_sgd";
+  return strategy == "ddp" || strategy == "local_sgd" || strategy == "gossip";
+}
+
+bool replicas_part(const Trainer::State& s) {
+  const std::string name = s.cfg.get_string("parallel.strategy");
+  return name == "local_sgd" || name == "gossip";
 }
 
 void complete_interrupted_step(Trainer::State& s) {
-  auto* local = dynamic_cast<parallel::LocalSgdStrategy*>(s.strategy.get());
-  if (local == nullptr || local->steps() <= s.step) return;
+  if (!replicas_part(s) || strategy_steps(*s.strategy) <= s.step) return;
   ++s.step;
   s.pos.batch_in_epoch += s.grad_accum;
 }
 
-void before_new_strategy(Trainer::State& s) {
-  if (is_local_sgd(s)) average_replicas(s);
+void average_parted_replicas(Trainer::State& s) {
+  if (!replicas_part(s)) return;
+  std::vector<Tensor> replica = s.model->parameters();
+  for (const auto& [name, b] : s.model->named_buffers())
+    if (b.dtype() == DType::f32) replica.push_back(b);
+  const auto timeout = std::chrono::milliseconds(int64_t(s.cfg.get_float("comm.timeout_s") * 1e3));
+  parallel::FlatAverager(*s.world->group, "elastic: replicas", timeout).average(replica);
 }
 
 void after_new_strategy(Trainer::State& s) {
-  // Its step count: the warm-up and the period go on where they were (the replicas agree now).
-  if (is_local_sgd(s)) s.strategy->checkpoint().load_state({{}, {{"steps", s.step}}, false});
+  // Its step count: the warm-up, the period, the codec's rounds go on where they were.
+  if (replicas_part(s)) set_strategy_steps(*s.strategy, s.step);
 }
 
-void rebuild_strategy(Trainer::State& s) {
-  s.strategy.reset();  // unhooks the old DDP from the model before the new one hooks it
-  before_new_strategy(s);
+void rebuild_strategy(Trainer::State& s, bool average_replicas) {
+  s.strategy->shutdown();  // what the old world had in flight (failed) is waited for
+  s.strategy.reset();      // unhooks the old DDP from the model before the new one hooks it
+  if (average_replicas) average_parted_replicas(s);
   std::shared_ptr<rendezvous::Store> store = s.world->joined->store.store;
   s.strategy = parallel::make_strategy(
       s.cfg.get_string("parallel.strategy"),

@@ -3,26 +3,34 @@
 //   ddp        the replicas are equal: the strategy is rebuilt over the new world, no state
 //              moves;
 //   local_sgd  the replicas parted since the last average: the members average them over the
-//              new world (the average the failure interrupted, or an extra one), and the
-//              strategy keeps its step count (warm-up and period stay where they were).
+//   gossip     new world (the average the failure interrupted, or an extra one; for gossip the
+//              consensus its rounds approach, its neighbour estimates start afresh), and the
+//              strategy keeps its step count (warm-up, period and codec rounds go on).
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {
 
 // The strategies in-place recovery supports, for the config check's message.
-inline constexpr const char* kElasticStrategies = "\"ddp\" or \"local_sgd\"";
+inline constexpr const char* kElasticStrategies = "\"ddp\", \"local_sgd\" or \"gossip\"";
 bool recovers_in_place(const std::string& strategy);
 
-// A local_sgd step whose optimizer step ran before its parameter average failed: the step's
+// local_sgd and gossip: each worker steps alone, so the replicas part between averages.
+bool replicas_part(const Trainer::State& s);
+
+// A local_sgd or gossip step whose optimizer step ran before its exchange failed: the step's
 // bookkeeping is completed (s.step and s.pos move on), so the members do not train it twice.
 void complete_interrupted_step(Trainer::State& s);
 
-// The strategy over s.world's new group, with what it carries across the change:
-// before_new_strategy (collective over the new group), a new strategy, after_new_strategy. A
-// worker joining the running job calls the first at the end of join_running_job and the last
-// after making its strategy, so it takes part in the same collectives.
-void rebuild_strategy(Trainer::State& s);
-void before_new_strategy(Trainer::State& s);
+// local_sgd, gossip: every member's parameters and floating-point buffers replaced by their
+// average over s.world's group (what local_sgd's own average covers; for gossip the consensus
+// its rounds approach). Collective; nothing for the other strategies.
+void average_parted_replicas(Trainer::State& s);
+
+// The strategy over s.world's new group: the replicas averaged first when `average_replicas`
+// (after a loss; a join averages over the old world before it forms the new one), then a new
+// strategy, then after_new_strategy, which a worker joining the running job calls too once it
+// has made its strategy.
+void rebuild_strategy(Trainer::State& s, bool average_replicas);
 void after_new_strategy(Trainer::State& s);
 
 }  // namespace cohort::train

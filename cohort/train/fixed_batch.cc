@@ -73,6 +73,20 @@ double slot_weight(const Trainer::State& s) {
   return double(s.world->data_size) / double(s.batch_slots);
 }
 
+int64_t slot_samples_share(const Trainer::State& s, int64_t slot_samples) {
+  const int64_t global = slot_samples * s.batch_slots, w = s.world->data_size;
+  const int64_t r = s.world->data_rank;
+  return global * (r + 1) / w - global * r / w;
+}
+
+int64_t samples_scale(const Trainer::State& s) {
+  return s.batch_slots > 0 ? 1 : s.world->data_size;
+}
+
+int64_t data_split_workers(const Trainer::State& s) {
+  return s.batch_slots > 0 ? s.batch_slots : s.world->data_size;
+}
+
 parallel::ForwardBackwardResult exact_forward_backward(Trainer::State& s,
                                                        const std::vector<parallel::MicroBatch>& mb,
                                                        parallel::StrategyStats& comm) {

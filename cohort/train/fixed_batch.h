@@ -35,6 +35,17 @@ std::vector<int64_t> own_slots(const Trainer::State& s);
 // alone on the mean of their slots (the warm-up's gradient average weighs workers alike).
 double slot_weight(const Trainer::State& s);
 
+// Samples under a fixed global batch: each step counts the job's K x slot samples in s.samples
+// (the same on every worker, whatever the membership was), and gives the energy account this
+// worker's share of them (the shares of the W workers sum to the job's exactly).
+int64_t slot_samples_share(const Trainer::State& s, int64_t slot_samples);
+// What s.samples is multiplied by for the job's samples: 1 under a fixed global batch (it counts
+// the job's already), else the data-parallel workers.
+int64_t samples_scale(const Trainer::State& s);
+
+// The workers of the data split a checkpoint records: K slots, whoever computed them.
+int64_t data_split_workers(const Trainer::State& s);
+
 // elastic.exact's forward and backward: each micro-batch (slot own_slots()[j]) computed on its
 // own, the gradients combined by ordered_slot_mean into every parameter's .grad; the loss is
 // the mean over this worker's micro-batches. Adds the exchange's time and bytes to `comm`.

@@ -14,6 +14,7 @@ StepTimes& StepTimes::operator+=(const StepTimes& o) {
   bytes_sent += o.bytes_sent;
   bytes_received += o.bytes_received;
   samples += o.samples;
+  job_samples += o.job_samples;
   return *this;
 }
 

@@ -17,7 +17,8 @@ struct StepTimes {
   double data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
   double exposed_s = 0, comm_s = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;
-  int64_t samples = 0;
+  int64_t samples = 0;      // this worker's (under a fixed global batch: its share of it)
+  int64_t job_samples = 0;  // under a fixed global batch: the step's, every slot (else 0)
 
   StepTimes& operator+=(const StepTimes& o);
   double total_s() const { return data_s + forward_s + backward_s + optimizer_s; }

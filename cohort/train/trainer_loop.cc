@@ -66,6 +66,10 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
     weights += w;
     t.samples += b.y.size(0);
   }
+  if (s.batch_slots > 0) {
+    t.job_samples = micro.front().y.size(0) * s.batch_slots;
+    t.samples = slot_samples_share(s, micro.front().y.size(0));
+  }
   const bool exact = s.batch_slots > 0 && s.cfg.get_bool("elastic.exact");
   parallel::StrategyStats exact_comm;
   parallel::ForwardBackwardResult fb =
@@ -167,10 +171,10 @@ bool Trainer::train_step(const std::vector<data::Batch>& micro, int64_t epoch, i
   // Collective every metrics.straggler_every steps; rank 0 prints who is named.
   auto named = s.stragglers.after_step(s.step, t.total_s() - t.exposed_s);
   if (named && s.world->is_chief()) p.line(*named);
-  s.samples += t.samples;
+  s.samples += s.batch_slots > 0 ? t.job_samples : t.samples;
   double sps = double(s.samples) / std::max(s.train_seconds, 1e-9);
   s.loss_ema = s.step == 1 ? loss : 0.95 * s.loss_ema + 0.05 * loss;
-  p.step(s.step, epoch, s.loss_ema, sps * s.world->data_size);
+  p.step(s.step, epoch, s.loss_ema, sps * samples_scale(s));
   if (s.step % s.cfg.get_int("run.log_every") == 0) log_step(s, loss, epoch, sps);
   int64_t every = s.cfg.get_int("ckpt.every_steps");
   if (every > 0 && s.step % every == 0) save_checkpoint();

@@ -11,6 +11,7 @@
 #include "cohort/nn/layers.h"
 #include "cohort/nn/models/gpt.h"
 #include "cohort/train/checkpointing.h"
+#include "cohort/train/fixed_batch.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/run_dir.h"
 #include "cohort/train/run_trace.h"
@@ -237,7 +238,7 @@ TrainSummary Trainer::finish_summary() {
   sum.train_seconds = s.train_seconds;
   sum.workers = s.world->size;
   // Every data-parallel replica trains on its own samples (the pieces of one replica on the same).
-  sum.samples_per_s = double(s.samples) * s.world->data_size / std::max(s.train_seconds, 1e-9);
+  sum.samples_per_s = double(s.samples) * samples_scale(s) / std::max(s.train_seconds, 1e-9);
   sum.comm_hidden = s.metrics.hidden_share();
   sum.eval = s.last_eval;
   sum.run_dir = s.run_dir;

@@ -31,6 +31,13 @@ std::string job(const fs::path& dir, const std::string& name, int workers) {
          dir.string() + " --set run.name=" + name;
 }
 
+// The run's step records are steps 1 .. n, each once (no step lost or trained twice).
+void expect_steps_once(const fs::path& metrics, size_t n) {
+  auto steps = testing::records_of(metrics, "step");
+  ASSERT_EQ(steps.size(), n);
+  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i]["step"], int64_t(i + 1));
+}
+
 int processes_mentioning(const std::string& needle) {
   int n = 0;
   for (auto& e : fs::directory_iterator("/proc")) {
@@ -63,9 +70,7 @@ TEST(ElasticTrain, AKilledWorkerIsLeftBehindAndTheOthersTrainOnInPlace) {
   EXPECT_TRUE(contains(r, "done: 59 steps")) << r.output;
   EXPECT_FALSE(contains(r, "restarting")) << r.output;
   const fs::path metrics = d / "kill" / "metrics.jsonl";
-  auto steps = testing::records_of(metrics, "step");
-  ASSERT_EQ(steps.size(), 59u);
-  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i]["step"], int64_t(i + 1));
+  expect_steps_once(metrics, 59);
   auto changes = testing::records_of(metrics, "membership");
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0]["workers"], 2);
@@ -109,16 +114,15 @@ TEST(ElasticTrain, TheGlobalBatchStaysFixedWhenAWorkerIsLost) {
       << r.output;
   // 4,096 samples in 3 slots: 1,366 per slot (padded), 22 batches of each, 2 epochs.
   EXPECT_TRUE(contains(r, "done: 44 steps")) << r.output;
-  auto steps = testing::records_of(d / "fixed" / "metrics.jsonl", "step");
-  ASSERT_EQ(steps.size(), 44u);
-  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i]["step"], int64_t(i + 1));
+  expect_steps_once(d / "fixed" / "metrics.jsonl", 44);
   EXPECT_GT(testing::records_of(d / "fixed" / "metrics.jsonl", "eval").back()["accuracy"], 0.9);
 }
 
 // elastic.exact: the slots' gradients are summed in slot order whoever computed them, so a run
-// that lost rank 0, and one that lost a worker and admitted its respawned replacement, end with
-// the model and optimizer state of the run without failures, byte for byte. fault.slow_rank
-// keeps the run going long enough for the replacement to join (a sleep: it changes no number).
+// that lost rank 0, one that lost a worker and admitted its respawned replacement, and one
+// resumed by all its workers from a checkpoint the survivors wrote, end with the model and
+// optimizer state of the run without failures, byte for byte. fault.slow_rank keeps the run
+// going long enough for the replacement to join (a sleep: it changes no number).
 TEST(ElasticTrain, TheExactModeEndsBitIdenticalToARunWithoutFailures) {
   fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "exact");
   const std::string exact =
@@ -137,7 +141,15 @@ TEST(ElasticTrain, TheExactModeEndsBitIdenticalToARunWithoutFailures) {
   CliResult back = run_cli(job(d, "back", 4) + exact + kill + " --respawn");
   ASSERT_EQ(back.status, 0) << back.output;
   EXPECT_TRUE(contains(back, "joined generation 2 as rank 3 of 4 at step")) << back.output;
-  for (const char* run : {"lost", "back"}) {
+  // Stopped at step 15 after the kill (its checkpoint written by 3 workers: the split is still
+  // 4 slots), then resumed by 4 workers.
+  CliResult part = run_cli(job(d, "resumed", 4) + exact + kill +
+                           " --set ckpt.every_steps=5 --set train.max_steps=15");
+  ASSERT_EQ(part.status, 0) << part.output;
+  CliResult rest = run_cli(job(d, "resumed", 4) + exact + " --resume auto");
+  ASSERT_EQ(rest.status, 0) << rest.output;
+  EXPECT_TRUE(contains(rest, "resumed from step 15")) << rest.output;
+  for (const char* run : {"lost", "back", "resumed"}) {
     for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
       EXPECT_EQ(testing::read_bytes(testing::newest_checkpoint(d / "quiet") / f),
                 testing::read_bytes(testing::newest_checkpoint(d / run) / f))
@@ -216,6 +228,47 @@ TEST(ElasticTrain, LocalSgdWorkersAverageTheirReplicasAndGoOn) {
   ASSERT_TRUE(h1.count(h0.rbegin()->first))
       << "rank 1 logged no hash at step " << h0.rbegin()->first;
   EXPECT_EQ(h1[h0.rbegin()->first], h0.rbegin()->second);
+}
+
+// gossip: the same as local_sgd (the members average their replicas, the neighbour estimates
+// start afresh on the new ring), with CHOCO's compressed exchange. On a ring of 4, rank 0 is
+// not a neighbour of rank 2: its exchange may succeed where rank 1's and 3's fail, a step ahead
+// of them, and the members go on from the furthest step.
+TEST(ElasticTrain, GossipWorkersGoOnOnTheNewRing) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "gossip");
+  CliResult r = run_cli(job(d, "gossip", 4) +
+                        " --set parallel.strategy=gossip --set gossip.compression=topk --set "
+                        "fault.kill_rank=2 --set fault.kill_at_step=10");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r, "generation 1: 3 workers (4 before) go on from step 1")) << r.output;
+  EXPECT_TRUE(contains(r, "done: 32 steps")) << r.output;
+  EXPECT_GT(testing::records_of(d / "gossip" / "metrics.jsonl", "eval").back()["accuracy"], 0.9);
+}
+
+// The same launcher rank killed twice: its first replacement joined, was killed in turn, and the
+// second replacement joins too (the launcher clears the first one's join and admission).
+TEST(ElasticTrain, AWorkerKilledAgainAfterItRejoinedIsReplacedAgain) {
+  fs::path d = testing::fresh_dir("cohort_elastic_e2e_", "twice");
+  const fs::path metrics = d / "twice" / "metrics.jsonl";
+  // Kills launcher rank 2 when rank 0's file holds `n` membership records, then waits for more.
+  auto kill_rank_2_at = [&](int n) {
+    return "until [ \"$(grep -cs membership " + metrics.string() + ")\" -ge " + std::to_string(n) +
+           " ]; do sleep 0.05; done; for p in $(pgrep -f " + d.string() +
+           "); do tr '\\0' '\\n' </proc/$p/environ 2>/dev/null | grep -qx COHORT_RANK=2 && "
+           "kill -9 $p; done; ";
+  };
+  const std::string killer = "(until grep -qs '\"event\":\"step\"' " + metrics.string() +
+                             "; do sleep 0.05; done; " + kill_rank_2_at(0) + kill_rank_2_at(2) +
+                             ") & ";
+  const std::string train = job(d, "twice", 3) +
+                            " --respawn --set train.epochs=40 --set run.log_every=50 --set "
+                            "fault.slow_rank=0 --set fault.slow_factor=4";
+  CliResult r = testing::run_shell(killer + COHORT_BIN + " " + train);
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto changes = testing::records_of(metrics, "membership");
+  ASSERT_EQ(changes.size(), 4u) << r.output;  // lost, joined, lost again, joined again
+  EXPECT_EQ(changes[3]["workers"], 3);
+  EXPECT_EQ(testing::records_of(metrics, "summary").at(0)["workers"], 3);
 }
 
 TEST(ElasticTrain, AStoppedWorkerIsDroppedAndKilledAtTheEnd) {
@@ -297,9 +350,7 @@ TEST(ElasticTrain, WhenRankZeroIsLostTheLowestMemberTakesOver) {
   EXPECT_TRUE(contains(r, "rank 1 takes over as rank 0 (rank 0 was lost)")) << r.output;
   EXPECT_TRUE(contains(r, "[rank 1] done: 44 steps")) << r.output;
   const fs::path metrics = d / "zero" / "metrics.jsonl";
-  auto steps = testing::records_of(metrics, "step");
-  ASSERT_EQ(steps.size(), 44u);  // 1-10 from the first rank 0, 11-44 from its successor
-  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i]["step"], int64_t(i + 1));
+  expect_steps_once(metrics, 44);  // 1-10 from the first rank 0, 11-44 from its successor
   EXPECT_EQ(testing::records_of(metrics, "membership").at(0)["members"],
             nlohmann::json::array({1, 2}));
   EXPECT_EQ(testing::records_of(metrics, "summary").at(0)["workers"], 2);
@@ -317,7 +368,9 @@ TEST(ElasticTrain, TooFewWorkersOrAnotherStrategyStopsTheJob) {
       << r.output;
   r = run_cli(job(d, "zero3", 2) + " --set parallel.strategy=zero");
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_TRUE(contains(r, "works with parallel.strategy = \"ddp\" or \"local_sgd\" so far"))
+  EXPECT_TRUE(contains(r,
+                       "works with parallel.strategy = \"ddp\", \"local_sgd\" or \"gossip\" "
+                       "so far, not \"zero\""))
       << r.output;
 }
 

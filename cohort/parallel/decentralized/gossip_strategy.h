@@ -51,6 +51,9 @@ class GossipStrategy : public Strategy, public ReplicatedCheckpoint, public Stra
   // per-rank: "param/<name>", "optim/<slot key>"; compressed: "choco/self", "choco/peer<R>"
   StrategyState state() const override;
   void load_state(const StrategyState& state) override;
+  // Optimizer steps taken (the codec's round); elastic recovery carries it to a new world.
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }
 
  private:
   void start_exchange();  // this step's parameters to and from every neighbour

@@ -47,7 +47,7 @@ TEST(CliUsage, AValueOutOfRangeIsAUsageErrorNamingTheFlag) {
   CliResult r = run_cli("train /dev/null --workers 0");
   EXPECT_EQ(r.status, 2) << r.output;  // CLI11's own code for it is 105
   expect_contains(r, "cohort: error: --workers: Value 0 not in range 1 to 1024");
-  EXPECT_EQ(run_cli("train").status, 2);                  // the config is missing
+  EXPECT_EQ(run_cli("train").status, 2);  // the config is missing
   r = run_cli("train /dev/null --workers 3:2");
   EXPECT_EQ(r.status, 2) << r.output;
   expect_contains(r, "cohort: error: --workers: MIN:MAX needs MIN <= MAX, got 3:2");

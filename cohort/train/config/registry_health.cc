@@ -130,7 +130,8 @@ void add_straggler_keys(ConfigRegistry& r) {
          T::kInt,
          int64_t(0),
          "In-place recovery (docs/elastic.md): when a worker is lost (rank 0 too: the lowest "
-         "member takes over), the others agree on the new membership and go on from the last completed step with the "
+         "member takes over), the others agree on the new membership and go on from the last "
+         "completed step with the "
          "state in memory, while at least this many remain (and at least half). 0: a lost "
          "worker stops the job (then --max-restarts restarts it from a checkpoint). "
          "parallel.strategy = `ddp`, `local_sgd` or `gossip`; train.grad_accum_steps = 1.",

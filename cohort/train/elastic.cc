@@ -300,6 +300,7 @@ void recover_in_place(Trainer::State& s, const std::string& why) {
   s.world->slots = slots;
   if (old_rank != 0 && new_rank == 0) take_over_as_rank_0(s, old_rank);
   redeal_data(s, old_workers);
+  gather_sharded_state(s, members);
   rebuild_strategy(s, /*average_replicas=*/true);
   log_membership(s, generation, old_size,
                  std::chrono::duration<double>(Clock::now() - start).count(), why);

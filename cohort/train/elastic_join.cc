@@ -169,6 +169,9 @@ void admit_pending_joiners(Trainer::State& s) {
   // local_sgd, gossip: the members agree first (over the old world), so that rank 0's state,
   // which everyone receives below, is everyone's.
   average_parted_replicas(s);
+  std::vector<int> everyone(static_cast<size_t>(old_size));
+  for (int r = 0; r < old_size; ++r) everyone[size_t(r)] = r;
+  gather_sharded_state(s, everyone);  // zero: rank 0's full state is what the joiners receive
   form_world(s, s.world->rank, new_size, generation);
   s.world->slots = slots;
   redeal_data(s, int(share_state(s, old_workers)));

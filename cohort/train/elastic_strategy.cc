@@ -4,6 +4,7 @@
 #include "cohort/parallel/decentralized/local_sgd_strategy.h"
 #include "cohort/parallel/flat_average.h"
 #include "cohort/parallel/strategy_registry.h"
+#include "cohort/parallel/zero/zero_strategy.h"
 #include "cohort/train/straggler.h"
 
 namespace cohort::train {
@@ -23,10 +24,15 @@ void set_strategy_steps(parallel::Strategy& strategy, int64_t steps) {
   if (auto* gossip = dynamic_cast<parallel::GossipStrategy*>(&strategy)) gossip->set_steps(steps);
 }
 
+parallel::ZeroEngine* zero_engine(parallel::Strategy& strategy) {
+  auto* zero = dynamic_cast<parallel::ZeroStrategy*>(&strategy);
+  return zero ? &zero->engine() : nullptr;
+}
+
 }  // namespace
 
 bool recovers_in_place(const std::string& strategy) {
-  return strategy == "ddp" || strategy == "local_sgd" || strategy == "gossip";
+  return strategy == "ddp" || strategy == "zero" || strategy == "local_sgd" || strategy == "gossip";
 }
 
 bool replicas_part(const Trainer::State& s) {
@@ -35,7 +41,10 @@ bool replicas_part(const Trainer::State& s) {
 }
 
 void complete_interrupted_step(Trainer::State& s) {
-  if (!replicas_part(s) || strategy_steps(*s.strategy) <= s.step) return;
+  parallel::ZeroEngine* zero = zero_engine(*s.strategy);
+  const bool updated =
+      replicas_part(s) ? strategy_steps(*s.strategy) > s.step : zero && zero->update_unfinished();
+  if (!updated) return;
   ++s.step;
   s.pos.batch_in_epoch += s.grad_accum;
 }
@@ -49,7 +58,18 @@ void average_parted_replicas(Trainer::State& s) {
   parallel::FlatAverager(*s.world->group, "elastic: replicas", timeout).average(replica);
 }
 
+void gather_sharded_state(Trainer::State& s, const std::vector<int>& members) {
+  if (parallel::ZeroEngine* zero = zero_engine(*s.strategy))
+    s.opt->import_state(zero->consolidate(*s.world->group, members));
+}
+
 void after_new_strategy(Trainer::State& s) {
+  // zero: the full optimizer state gathered before (or received from rank 0) goes into the
+  // new shards; the user's optimizer keeps none of it (it is never stepped under zero).
+  if (parallel::ZeroEngine* zero = zero_engine(*s.strategy)) {
+    zero->load_full_optimizer(s.opt->export_state());
+    s.opt->import_state({{}, {{"lr", s.opt->lr()}}});
+  }
   // Its step count: the warm-up, the period, the codec's rounds go on where they were.
   if (replicas_part(s)) set_strategy_steps(*s.strategy, s.step);
 }

@@ -5,13 +5,18 @@
 //   local_sgd  the replicas parted since the last average: the members average them over the
 //   gossip     new world (the average the failure interrupted, or an extra one; for gossip the
 //              consensus its rounds approach, its neighbour estimates start afresh), and the
-//              strategy keeps its step count (warm-up, period and codec rounds go on).
+//              strategy keeps its step count (warm-up, period and codec rounds go on);
+//   zero       each rank keeps its neighbour's shard (zero_engine.h): the members assemble the
+//              full parameters and optimizer state from their shards and the lost ranks'
+//              copies, and the new strategy shards them over the new world, as a resume from
+//              a checkpoint at that world size would (the full state is held on every member
+//              meanwhile). A joiner receives the full state from rank 0 the same way.
 #include "cohort/train/trainer_state.h"
 
 namespace cohort::train {
 
 // The strategies in-place recovery supports, for the config check's message.
-inline constexpr const char* kElasticStrategies = "\"ddp\", \"local_sgd\" or \"gossip\"";
+inline constexpr const char* kElasticStrategies = "\"ddp\", \"zero\", \"local_sgd\" or \"gossip\"";
 bool recovers_in_place(const std::string& strategy);
 
 // local_sgd and gossip: each worker steps alone, so the replicas part between averages.
@@ -25,6 +30,11 @@ void complete_interrupted_step(Trainer::State& s);
 // average over s.world's group (what local_sgd's own average covers; for gossip the consensus
 // its rounds approach). Collective; nothing for the other strategies.
 void average_parted_replicas(Trainer::State& s);
+
+// zero: the model's parameters whole again and the full optimizer state in s.opt, assembled
+// over s.world's group from the shards of `members` (old ranks, in the group's order) and the
+// copies of the others kept by their neighbours. Collective; nothing for the other strategies.
+void gather_sharded_state(Trainer::State& s, const std::vector<int>& members);
 
 // The strategy over s.world's new group: the replicas averaged first when `average_replicas`
 // (after a loss; a join averages over the old world before it forms the new one), then a new

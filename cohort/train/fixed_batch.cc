@@ -68,9 +68,17 @@ std::vector<int64_t> own_slots(const Trainer::State& s) {
 }
 
 double slot_weight(const Trainer::State& s) {
-  if (s.cfg.get_string("parallel.strategy") != "ddp")  // local_sgd: each worker steps alone
+  const std::string& strategy = s.cfg.get_string("parallel.strategy");
+  if (strategy == "local_sgd" || strategy == "gossip")  // each worker steps alone
     return 1.0 / double(own_slots(s).size());
   return double(s.world->data_size) / double(s.batch_slots);
+}
+
+int64_t lockstep_passes(const Trainer::State& s) {
+  if (s.batch_slots == 0 || s.cfg.get_string("parallel.strategy") != "zero" ||
+      s.cfg.get_int("zero.stage") != 3)
+    return 0;
+  return (s.batch_slots + s.world->data_size - 1) / s.world->data_size;
 }
 
 int64_t slot_samples_share(const Trainer::State& s, int64_t slot_samples) {

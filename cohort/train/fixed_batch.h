@@ -30,10 +30,16 @@ int64_t fixed_batch_slots(const Trainer::State& s);
 // The slots this worker computes in the current world, in order.
 std::vector<int64_t> own_slots(const Trainer::State& s);
 
-// The weight of each of this worker's micro-batches: W / K under DDP (its average over the W
-// workers then weighs every slot 1 / K); 1 / (its slots) under local_sgd, whose workers step
-// alone on the mean of their slots (the warm-up's gradient average weighs workers alike).
+// The weight of each of this worker's micro-batches: W / K under DDP and ZeRO (their average
+// over the W workers then weighs every slot 1 / K); 1 / (its slots) under local_sgd and gossip,
+// whose workers step alone on the mean of their slots (the warm-up's gradient average weighs
+// workers alike).
 double slot_weight(const Trainer::State& s);
+
+// The forward and backward passes every worker runs per step when they must run in lockstep:
+// ZeRO-3 gathers parameters in every pass (a collective), so a worker with fewer slots than
+// another runs as many passes, the extra ones weighted 0. 0 when each runs its own slots.
+int64_t lockstep_passes(const Trainer::State& s);
 
 // Samples under a fixed global batch: each step counts the job's K x slot samples in s.samples
 // (the same on every worker, whatever the membership was), and gives the energy account this

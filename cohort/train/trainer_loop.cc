@@ -66,6 +66,9 @@ double one_step(Trainer::State& s, const std::vector<data::Batch>& micro, StepTi
     weights += w;
     t.samples += b.y.size(0);
   }
+  // ZeRO-3's passes are collective: a worker with fewer slots runs empty ones (weight 0).
+  for (int64_t k = int64_t(parts.size()); k < lockstep_passes(s); ++k)
+    parts.push_back({parts.front().x, parts.front().y, 0.0});
   if (s.batch_slots > 0) {
     t.job_samples = micro.front().y.size(0) * s.batch_slots;
     t.samples = slot_samples_share(s, micro.front().y.size(0));

@@ -366,11 +366,11 @@ TEST(ElasticTrain, TooFewWorkersOrAnotherStrategyStopsTheJob) {
                        "elastic: only 1 worker(s) would be left, fewer than "
                        "elastic.min_workers = 2: the job stops"))
       << r.output;
-  r = run_cli(job(d, "zero3", 2) + " --set parallel.strategy=zero");
+  r = run_cli(job(d, "ps", 2) + " --set parallel.strategy=ps");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_TRUE(contains(r,
-                       "works with parallel.strategy = \"ddp\", \"local_sgd\" or \"gossip\" "
-                       "so far, not \"zero\""))
+                       "works with parallel.strategy = \"ddp\", \"zero\", \"local_sgd\" or "
+                       "\"gossip\" so far, not \"ps\""))
       << r.output;
 }
 

@@ -7,13 +7,6 @@
 #include "cohort/parallel/zero/zero_engine.h"
 
 namespace cohort::parallel {
-namespace {
-
-std::string unit_key(const ZeroEngine::Unit& u) {
-  return u.plan.name.empty() ? "<root>" : u.plan.name;
-}
-
-}  // namespace
 
 std::vector<ckpt::TensorPiece> ZeroEngine::optimizer_pieces() const {
   const optim::OptimizerState st = shard_opt_->export_state();
@@ -61,11 +54,11 @@ double ZeroEngine::unit_step(const Unit& u, const std::map<std::string, double>&
 // Slot `slot` of this rank's shard of unit u, read from the checkpoint (zeros where the
 // padding is); nullopt when the checkpoint holds that slot for none of the unit's parameters.
 std::optional<Tensor> ZeroEngine::read_slot(const ckpt::ShardedView& view, const Unit& u,
-                                            const std::string& slot) const {
-  const int64_t shard_begin = u.layout.shard(rank_).begin;
+                                            const std::string& slot, int rank) const {
+  const int64_t shard_begin = u.layout.shard(rank).begin;
   Tensor out = zeros({u.layout.shard_size()});
   bool any = false;
-  for (const ckpt::FlatPiece& p : u.layout.pieces_of_shard(rank_)) {
+  for (const ckpt::FlatPiece& p : u.layout.pieces_of_shard(rank)) {
     const auto& [name, param] = u.plan.params[p.index];
     const std::string key = name + "." + slot;
     if (!view.has("optimizer", key)) continue;
@@ -81,18 +74,32 @@ std::optional<Tensor> ZeroEngine::read_slot(const ckpt::ShardedView& view, const
   return out;
 }
 
-void ZeroEngine::load_optimizer(const ckpt::ShardedView& view,
-                                const std::map<std::string, double>& scalars) {
+// The shard optimizer's state of rank `rank`'s shards.
+optim::OptimizerState ZeroEngine::shard_state(const ckpt::ShardedView& view,
+                                              const std::map<std::string, double>& scalars,
+                                              int rank) const {
   optim::OptimizerState st;
   for (const Unit& u : units_) {
     double step = unit_step(u, scalars);
     if (step > 0) st.scalars[unit_key(u) + ".step"] = step;
     for (const std::string& slot : shard_opt_->slot_names()) {
-      if (auto t = read_slot(view, u, slot)) st.tensors[unit_key(u) + "." + slot] = *t;
+      if (auto t = read_slot(view, u, slot, rank)) st.tensors[unit_key(u) + "." + slot] = *t;
     }
   }
   if (auto it = scalars.find("lr"); it != scalars.end()) st.scalars["lr"] = it->second;
-  shard_opt_->import_state(st);
+  return st;
+}
+
+void ZeroEngine::load_optimizer(const ckpt::ShardedView& view,
+                                const std::map<std::string, double>& scalars) {
+  shard_opt_->import_state(shard_state(view, scalars, rank_));
+  if (buddy_opt_) buddy_opt_->import_state(shard_state(view, scalars, buddy_rank()));
+}
+
+void ZeroEngine::load_full_optimizer(const optim::OptimizerState& state) {
+  ckpt::CheckpointData whole;
+  for (const auto& [name, t] : state.tensors) whole.optimizer.emplace_back(name, t);
+  load_optimizer(ckpt::ShardedView(whole), state.scalars);
 }
 
 // Stages 1 and 2 hold every parameter in its unit's buffer: the module loads them. Stage 3
@@ -102,6 +109,7 @@ void ZeroEngine::load_model(const nn::StateDict& state) {
   drain();
   if (options_.stage != 3) {
     model_.load_state_dict(state);
+    for (Unit& u : units_) copy_buddy_from_flat(u);
     return;
   }
   check_model_state(state);
@@ -119,6 +127,7 @@ void ZeroEngine::load_model(const nn::StateDict& state) {
     }
     const int64_t S = u.layout.shard_size();
     u.shard.copy_(range_of(u.flat, rank_ * S, S));
+    copy_buddy_from_flat(u);
     if (was_released && !hold_) u.flat.impl().storage->release();
   }
 }

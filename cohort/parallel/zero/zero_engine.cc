@@ -77,6 +77,7 @@ void ZeroEngine::shard_parameters(Unit& u) {
                        .timeout = options_.timeout});
   }
   const int64_t S = u.layout.shard_size();
+  if (redundant()) u.buddy = range_of(u.flat, buddy_rank() * S, S).clone_raw();  // rank 0's
   if (options_.stage == 3) {
     u.shard = range_of(u.flat, rank_ * S, S).clone_raw();
     u.flat.impl().storage->release();
@@ -92,18 +93,28 @@ void ZeroEngine::shard_parameters(Unit& u) {
     u.flat_grad.impl().storage->release();  // taken when the unit's first gradient arrives
     u.shard_grad = flat_f32(S);
   }
-  for (const Tensor& t : {u.flat, u.shard}) tag_memory(t, MemoryKind::kParameters);
-  for (const Tensor& t : {u.flat_grad, u.shard_grad}) tag_memory(t, MemoryKind::kGradients);
   u.shard.set_requires_grad(true);
   u.shard.set_grad(u.shard_grad);
+  if (redundant()) {
+    // Stage 1's averaged gradient is the whole flat buffer; stages 2, 3 copy the range out.
+    u.buddy_grad = options_.stage == 1 ? range_of(u.flat_grad, buddy_rank() * S, S) : flat_f32(S);
+    u.buddy.set_requires_grad(true);
+    u.buddy.set_grad(u.buddy_grad);
+  }
+  for (const Tensor& t : {u.flat, u.shard, u.buddy})
+    if (t.defined()) tag_memory(t, MemoryKind::kParameters);
+  for (const Tensor& t : {u.flat_grad, u.shard_grad, u.buddy_grad})
+    if (t.defined()) tag_memory(t, MemoryKind::kGradients);
 }
 
 void ZeroEngine::make_shard_optimizer(const optim::Optimizer& user_optimizer) {
   optim::NamedParams shards;
-  for (const Unit& u : units_) {
-    shards.emplace_back(u.plan.name.empty() ? "<root>" : u.plan.name, u.shard);
-  }
+  for (const Unit& u : units_) shards.emplace_back(unit_key(u), u.shard);
   shard_opt_ = user_optimizer.make_like(std::move(shards));
+  if (!redundant()) return;
+  optim::NamedParams buddies;
+  for (const Unit& u : units_) buddies.emplace_back(unit_key(u), u.buddy);
+  buddy_opt_ = user_optimizer.make_like(std::move(buddies));
 }
 
 double ZeroEngine::clip_grad_norm(double max_norm) {
@@ -121,7 +132,10 @@ double ZeroEngine::clip_grad_norm(double max_norm) {
   if (coef < 1.0 || !std::isfinite(total)) {
     // Stage 1 scales the whole flat gradient so that every .grad view stays consistent.
     std::vector<Tensor> grads;
-    for (const Unit& u : units_) grads.push_back(options_.stage == 1 ? u.flat_grad : u.shard_grad);
+    for (const Unit& u : units_) {
+      grads.push_back(options_.stage == 1 ? u.flat_grad : u.shard_grad);
+      if (redundant() && options_.stage != 1) grads.push_back(u.buddy_grad);
+    }
     optim::scale_tensors(grads, coef);
   }
   return total;
@@ -130,8 +144,14 @@ double ZeroEngine::clip_grad_norm(double max_norm) {
 void ZeroEngine::step(double lr) {
   shard_opt_->set_lr(lr);
   shard_opt_->step();
+  if (buddy_opt_) {  // the same update of the neighbour's shard, from the same inputs
+    buddy_opt_->set_lr(lr);
+    buddy_opt_->step();
+  }
   if (options_.stage < 3) {
+    update_unfinished_ = true;
     allgather_parameters();
+    update_unfinished_ = false;
   } else {
     release_idle();  // a unit gathered before the step holds the old values
   }

@@ -19,6 +19,14 @@
 //            them first, the next unit's gather is started meanwhile (prefetch), and they are
 //            freed when the module is done. The rank's shard is then a tensor of its own.
 //
+// Redundant (options.redundant, set by in-place recovery: elastic.min_workers, docs/elastic.md):
+// rank r also keeps and steps a copy of its neighbour's shard (rank r+1 mod N: its parameters
+// and optimizer state, as Gemini keeps a peer's state in memory), so the state of every shard
+// lives on two ranks. Stages 2 and 3 then allreduce the gradients instead of reduce-scattering
+// them (each rank needs its neighbour's averaged gradient too: no extra message, twice the
+// reduce-scatter's bytes, as DDP sends); the neighbour's copy costs S more parameters and
+// optimizer slots per unit and a second shard optimizer step. consolidate() (zero_elastic.cc)
+// rebuilds the full state over the survivors after a rank was lost.
 // Gradients are averaged over ranks, so a step equals one process stepping on the combined
 // batch. Every rank must run the same units in the same order (same model, same passes).
 // Threads: everything runs on the thread that owns the strategy (hooks and scope callbacks run
@@ -53,6 +61,7 @@ struct ZeroOptions {
   double unit_mb = 1.0;  // unit size cap (zero_units.h), MiB of float32 parameters
   bool prefetch = true;  // stage 3: gather the next unit while the current one computes
   std::chrono::milliseconds timeout{0};  // per collective; 0: the group's default
+  bool redundant = false;                // keep and step the neighbour's shard too (above)
 };
 
 class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
@@ -65,6 +74,8 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
     Tensor shard;             // [S] this rank's parameters, the shard optimizer's parameter
     Tensor flat_grad;         // [world * S] (stages 2, 3: released between reductions)
     Tensor shard_grad;        // [S] the averaged gradient of the shard
+    Tensor buddy;             // [S] redundant: rank+1's shard (parameters), stepped here too
+    Tensor buddy_grad;        // [S] its averaged gradient
     comm::Work gather;        // stage 3 (its reduction's Work is the bucketing engine's)
     bool gathered = true;     // stage 3: flat holds the full parameters
     int in_use = 0;           // stage 3: open scopes of its module
@@ -92,6 +103,8 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   std::vector<ckpt::TensorPiece> optimizer_pieces() const;
   std::map<std::string, double> optimizer_scalars() const;
   void load_optimizer(const ckpt::ShardedView& view, const std::map<std::string, double>& scalars);
+  // The same from a plain optimizer's state of the whole model (names as export_state gives).
+  void load_full_optimizer(const optim::OptimizerState& state);
   // Stage 3: keep every unit gathered from now on (after training: the final evaluation, the
   // checkpoint and rank 0's text sample use the full model, and rank 0 alone must not start a
   // collective).
@@ -99,6 +112,19 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   // A checkpoint's full parameters into the units (stage 3: into the shards; no communication).
   void load_model(const nn::StateDict& state);
   void check_model_state(const nn::StateDict& state) const;
+
+  // In-place recovery (zero_elastic.cc), collective over `group`, the members of the new world
+  // in the order of `members`, their ranks in this engine's world: the full parameters go back
+  // into the model's parameters (each its own storage again, so a new engine can shard them
+  // over another world) and the full optimizer state is returned in a plain optimizer's names,
+  // both assembled from the members' shards and, for a rank not among them, the copy its
+  // neighbour keeps (options.redundant). IoError naming them when a rank and its neighbour below
+  // were both lost (that shard lived on no member), before any communication. The engine is
+  // spent afterwards: only its destructor may follow.
+  optim::OptimizerState consolidate(comm::ProcessGroup& group, const std::vector<int>& members);
+  // True between a step's shard update and the end of its parameter allgather (stages 1, 2):
+  // a step that failed there has updated every shard; recovery counts it as done.
+  bool update_unfinished() const { return update_unfinished_; }
 
   int stage() const { return options_.stage; }
   int world() const { return world_; }
@@ -113,6 +139,9 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   void build_unit(UnitPlan plan);
   void shard_parameters(Unit& u);
   void make_shard_optimizer(const optim::Optimizer& user_optimizer);
+  int buddy_rank() const { return (rank_ + 1) % world_; }
+  bool redundant() const { return options_.redundant && world_ > 1; }
+  void keep_reduced(Unit& u);  // redundant stages 2, 3: the shard's and the neighbour's ranges
   // Gradients (zero_grads.cc): a policy on the bucketing engine, one bucket per unit.
   void make_grads();  // the engine and its plan (constructor); hooks come with install()
   Unit& unit_of_bucket(size_t b) { return units_[units_.size() - 1 - b]; }
@@ -135,7 +164,18 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   void allgather_parameters();  // stages 1, 2, after the step
   double unit_step(const Unit& u, const std::map<std::string, double>& scalars) const;
   std::optional<Tensor> read_slot(const ckpt::ShardedView& view, const Unit& u,
-                                  const std::string& slot) const;
+                                  const std::string& slot, int rank) const;
+  optim::OptimizerState shard_state(const ckpt::ShardedView& view,
+                                    const std::map<std::string, double>& scalars, int rank) const;
+  // The shard optimizer's name of a unit (its module's path; "<root>" for the model itself).
+  static std::string unit_key(const Unit& u) {
+    return u.plan.name.empty() ? "<root>" : u.plan.name;
+  }
+  // Redundant: the neighbour's shard from the full parameters in u.flat.
+  void copy_buddy_from_flat(Unit& u) {
+    const int64_t S = u.layout.shard_size();
+    if (redundant()) u.buddy.copy_(range_of(u.flat, buddy_rank() * S, S));
+  }
 
   nn::Module& model_;
   std::shared_ptr<comm::ProcessGroup> group_;
@@ -143,6 +183,8 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   int world_ = 1, rank_ = 0;
   std::vector<Unit> units_;
   std::unique_ptr<optim::Optimizer> shard_opt_;
+  std::unique_ptr<optim::Optimizer> buddy_opt_;  // redundant: steps the neighbour's shards
+  bool update_unfinished_ = false;
   std::shared_ptr<Gatherer> gatherer_;
   std::unordered_map<std::string, size_t> unit_of_module_;
   bool hold_ = false;  // hold_gathered()

@@ -62,10 +62,22 @@ void ZeroEngine::bound_reductions_in_flight() {
 void ZeroEngine::free_reduced() {
   grads_->poll([this](size_t b) {
     comm::Work& w = grads_->work(b);
-    if (w.valid()) w.wait();  // done: rethrows its error, if any
+    if (w.valid()) {
+      w.wait();  // done: rethrows its error, if any
+      keep_reduced(unit_of_bucket(b));
+    }
     w = comm::Work();
     unit_of_bucket(b).flat_grad.impl().storage->release();
   });
+}
+
+// Redundant stages 2, 3: the allreduced flat gradient's ranges of this rank's shard and of its
+// neighbour's, before the buffer is freed.
+void ZeroEngine::keep_reduced(Unit& u) {
+  if (!redundant() || options_.stage == 1) return;
+  const int64_t S = u.layout.shard_size();
+  u.shard_grad.copy_(range_of(u.flat_grad, rank_ * S, S));
+  u.buddy_grad.copy_(range_of(u.flat_grad, buddy_rank() * S, S));
 }
 
 // Copies the parameter's gradient into its slot of the unit's flat gradient. Stage 1 keeps the
@@ -98,7 +110,7 @@ comm::Work ZeroEngine::launch(Unit& u) {
     if (options_.stage != 1) u.shard_grad.copy_(u.flat_grad);
     return {};
   }
-  if (options_.stage == 1) {
+  if (options_.stage == 1 || redundant()) {  // redundant: keep_reduced takes two ranges
     return group_->allreduce_async({.output = u.flat_grad.raw_data(),
                                     .count = S * size_t(world_),
                                     .op = comm::ReduceOp::avg,
@@ -125,7 +137,10 @@ void ZeroEngine::wait_reductions() {
   auto start = Clock::now();
   for (size_t k = 0; k < units_.size(); ++k) {
     comm::Work& w = reduction(k);
-    if (w.valid()) w.wait();
+    if (w.valid()) {
+      w.wait();
+      keep_reduced(units_[k]);
+    }
     w = comm::Work();
     if (options_.stage != 1) units_[k].flat_grad.impl().storage->release();
   }

@@ -36,6 +36,10 @@ ZeroOptions zero_options_from(const Config& cfg) {
   o.stage = int(cfg.get_int("zero.stage"));
   o.unit_mb = cfg.get_float("zero.unit_mb");
   o.prefetch = cfg.get_bool("zero.prefetch");
+  // In-place recovery (the trainer's elastic keys, when the registry has them) needs every
+  // shard on two ranks.
+  o.redundant = cfg.registry().find("elastic.min_workers") != nullptr &&
+                cfg.get_int("elastic.min_workers") > 0;
   return o;
 }
 

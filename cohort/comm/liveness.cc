@@ -69,9 +69,12 @@ void Liveness::run() {
     } catch (const std::exception& e) {
       // The store is out of reach (its host died, the link is cut): after `detect` this rank
       // cannot tell the living from the dead, so it stops as if every peer were lost.
-      if (watching && now - store_ok_ >= options_.detect)
-        report(-1, detail::str("the store (", store_->describe(), ") has not answered for ",
-                               seconds(now - store_ok_), " s: ", e.what()));
+      const Clock::time_point failed = Clock::now();  // the call itself may have waited
+      if (watching && failed - store_ok_ >= options_.detect)
+        report(-1,
+               detail::str("the store (", store_->describe(), ") has not answered for ",
+                           seconds(failed - store_ok_), " s: ", e.what()),
+               /*store_unreachable=*/true);
     }
     lock.lock();
     cv_.wait_for(lock, options_.interval, [this] { return stop_; });
@@ -100,8 +103,8 @@ void Liveness::look(Clock::time_point now) {
   }
 }
 
-void Liveness::report(int rank, const std::string& why) {
-  LostPeer lost{rank, why};
+void Liveness::report(int rank, const std::string& why, bool store_unreachable) {
+  LostPeer lost{rank, why, store_unreachable};
   {
     std::lock_guard<std::mutex> lock(mu_);
     lost_ = lost;

@@ -10,6 +10,8 @@
 //
 // A death is usually seen sooner by the transports (a closed connection fails the collective at
 // once); the beat is what catches a stall or a cut link, which close nothing. One thread per rank.
+// The watchdog's store calls must fail within about `detect` for a cut link to be named in time:
+// give it a store connection of its own with a deadline of that order (train/world.cc does).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -44,6 +46,7 @@ struct LivenessOptions {
 struct LostPeer {
   int rank = -1;
   std::string reason;
+  bool store_unreachable = false;  // the store itself did not answer for `detect`
 };
 
 class Liveness {
@@ -62,7 +65,7 @@ class Liveness {
  private:
   void run();
   void look(std::chrono::steady_clock::time_point now);
-  void report(int rank, const std::string& why);
+  void report(int rank, const std::string& why, bool store_unreachable = false);
 
   std::shared_ptr<rendezvous::Store> store_;
   int rank_, size_;

@@ -35,20 +35,6 @@ constexpr milliseconds kStopPeriod{10};
 constexpr milliseconds kRootCauseWindow{500};
 
 // A worker, or a parameter server: those follow the workers, with rank world + index.
-struct Attempt::Worker {
-  Worker(int rank, int local_rank, const std::string& prefix)
-      : rank(rank), local_rank(local_rank), out(1, prefix, &tail), err(2, prefix, &tail) {}
-  int rank;
-  int local_rank;
-  ChildProcess proc;
-  LineTail tail;
-  LineRelay out;
-  LineRelay err;
-  bool running = false;
-  int status = 0;
-  int restarts = 0;  // a parameter server restarted alone
-};
-
 Attempt::Attempt(const LaunchOptions& options, const JobPlan& plan, int restart, uint16_t port,
                  uint16_t torch_port, SignalRelay& relay, int restarts_left)
     : options_(options),
@@ -190,7 +176,8 @@ std::vector<std::string> Attempt::worker_env(int local_rank, int restarts) const
   rendezvous::EnvMap env = job_env();
   auto set = [&env](const char* k, const auto& v) { env[k] = cohort::detail::str(v); };
   if (restarts > 0) set("COHORT_WORKER_RESTARTS", restarts);
-  if (restarts > 0 && options_.elastic_respawn) set("COHORT_ELASTIC_JOIN", 1);
+  if (restarts > 0 && (options_.elastic_respawn || options_.elastic_min_nodes > 0))
+    set("COHORT_ELASTIC_JOIN", 1);
   set("COHORT_RANK", options_.node_rank * options_.nproc_per_node + local_rank);
   set("COHORT_WORLD_SIZE", options_.nnodes * options_.nproc_per_node);
   set("COHORT_LOCAL_RANK", local_rank);
@@ -278,7 +265,8 @@ bool Attempt::leave_behind(Worker& w) {
   }
   int running = 0;
   for (auto& other : workers_) running += other->running && other->rank < world;
-  if (running < options_.elastic_min_workers) {
+  // Several nodes: the workers' membership round counts every node's (train/elastic.h).
+  if (options_.nnodes == 1 && running < options_.elastic_min_workers) {
     std::fprintf(stderr,
                  "cohort run: rank %d %s; elastic: only %d worker(s) would be left, fewer than "
                  "elastic.min_workers = %d: the job stops\n",
@@ -347,9 +335,10 @@ void Attempt::signal_all(int sig) {
 
 // Runs until the first failure, a signal to the launcher, or every worker exited cleanly.
 void Attempt::watch() {
-  while (any_running() && outcome_.failed_rank < 0 && outcome_.signal == 0) {
+  while ((any_running() || cut_off_since_) && outcome_.failed_rank < 0 && outcome_.signal == 0) {
     pump(kWatchPeriod);
     reap();
+    poll_rejoin();
     stop_dropped_after_chief();
     // Workers an elastic job dropped (stopped, cut off) do not end by themselves.
     if (chief_done_ && Clock::now() - *chief_done_ > options_.stop_grace) signal_all(SIGKILL);
@@ -472,6 +461,7 @@ void Attempt::reap() {
     const bool failed = !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
     if (!failed || stopping_ || outcome_.signal != 0) continue;
     if (outcome_.failed_rank < 0 && restart_alone(*w)) continue;
+    if (outcome_.failed_rank < 0 && cut_off_from_store(*w)) continue;
     if (outcome_.failed_rank < 0 && leave_behind(*w)) continue;
     bool signaled_over_exit =
         outcome_.failed_rank >= 0 && WIFSIGNALED(w->status) && !WIFSIGNALED(outcome_.status);

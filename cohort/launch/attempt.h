@@ -73,6 +73,11 @@ class Attempt {
   bool leave_behind(Worker& w);
   void stop_dropped_after_chief();
   void respawn_to_join(Worker& w);
+  // Several nodes (attempt_node.cc): a worker of this node that failed while the store was out
+  // of reach: the node is cut off; its workers are stopped and, once the store answers again,
+  // started again to join (poll_rejoin, from the watch loop). False when the store answers.
+  bool cut_off_from_store(Worker& w);
+  void poll_rejoin();
   void watch();
   void stop(int sig);
   // kUntilEscalated: also return early when a second signal asked to stop waiting.
@@ -103,10 +108,27 @@ class Attempt {
   AttemptOutcome outcome_;
   bool stopping_ = false;
   std::optional<std::chrono::steady_clock::time_point> chief_done_;  // rank 0 exited with 0
-  int chief_rank_ = -1;    // the launcher rank that is rank 0 at the end (-1: not asked yet)
+  int chief_rank_ = -1;  // the launcher rank that is rank 0 at the end (-1: not asked yet)
+  std::optional<Clock::time_point> cut_off_since_;  // this node cannot reach the store
+  Clock::time_point last_probe_;
   bool escalate_ = false;  // a second SIGINT/SIGTERM to the launcher: SIGKILL now
   std::string flight_dir_;
   bool flight_dir_temporary_ = false;
+};
+
+// One local process of the job (a worker, or a parameter server: rank >= world).
+struct Attempt::Worker {
+  Worker(int rank, int local_rank, const std::string& prefix)
+      : rank(rank), local_rank(local_rank), out(1, prefix, &tail), err(2, prefix, &tail) {}
+  int rank;
+  int local_rank;
+  ChildProcess proc;
+  LineTail tail;
+  LineRelay out;
+  LineRelay err;
+  bool running = false;
+  int status = 0;
+  int restarts = 0;  // a parameter server restarted alone
 };
 
 }  // namespace cohort::launch::detail

@@ -29,6 +29,18 @@ std::string elastic_chief_key(int attempt) {
   return cohort::detail::str("elastic/attempt", attempt, "/chief");
 }
 
+bool store_answers(const std::string& host, uint16_t port, const net::Secret& secret,
+                   std::chrono::milliseconds within) {
+  rendezvous::TcpStoreOptions o = store_options(host, port, secret);
+  o.timeout = o.connect_timeout = within;
+  try {
+    rendezvous::TcpStore store(o);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 int elastic_chief(const std::string& host, uint16_t port, const net::Secret& secret, int attempt) {
   try {
     rendezvous::TcpStore store(store_options(host, port, secret));

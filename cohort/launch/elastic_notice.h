@@ -2,6 +2,7 @@
 // The launcher's part in an elastic job's membership round (train/elastic.h): a worker it left
 // behind is marked dead in the job's store at once, so that the survivors' round does not wait
 // for the worker's beat to go stale (elastic.detect_s / 2) before it closes.
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -21,6 +22,10 @@ std::string elastic_chief_key(int attempt);
 // thrown: the round then waits for the beat.
 void announce_left_behind(const std::string& host, uint16_t port, const net::Secret& secret,
                           int attempt, int rank, const std::string& how);
+
+// Whether the store at host:port answers (connects and authenticates) within `within`.
+bool store_answers(const std::string& host, uint16_t port, const net::Secret& secret,
+                   std::chrono::milliseconds within);
 
 // The launcher rank that is the job's rank 0 now (the chief key, else 0; 0 too when the store
 // cannot be reached).

@@ -59,9 +59,12 @@ void validate(const LaunchOptions& o) {
                    o.nnodes - 1, ")");
   COHORT_CHECK_ARG(o.max_restarts >= 0, "cohort run: --max-restarts must be >= 0, got ",
                    o.max_restarts);
-  COHORT_CHECK_ARG(o.max_restarts == 0 || o.nnodes == 1, "cohort run: --max-restarts ",
-                   o.max_restarts, " is supported only on a single node for now (--nnodes ",
-                   o.nnodes, "): restarting would need every node to restart together");
+  // Across nodes every launcher restarts its workers, the others once node 0 published the
+  // next attempt (torch_env.h); a parameter server restarted alone is one node's business.
+  COHORT_CHECK_ARG(o.max_restarts == 0 || o.nnodes == 1 || o.num_servers == 0,
+                   "cohort run: --max-restarts with --servers is supported on a single node "
+                   "only for now (--nnodes ",
+                   o.nnodes, ")");
   COHORT_CHECK_ARG(o.num_servers >= 0, "cohort run: --servers must be >= 0, got ", o.num_servers);
   COHORT_CHECK_ARG(o.stop_grace.count() >= 0, "cohort run: stop_grace must be >= 0 ms, got ",
                    o.stop_grace.count());
@@ -165,7 +168,7 @@ LaunchResult run(const LaunchOptions& options) {
     const uint16_t port = server ? server->port() : plan.store_port;
     int signal = 0;
     const uint16_t torch_port =
-        detail::agree_torch_port(options, plan, port, relay, kTorchPortWait, &signal);
+        detail::agree_torch_port(options, plan, port, restart, relay, kTorchPortWait, &signal);
     if (signal != 0) {
       result.exit_code = 128 + signal;
       result.message = str("received ", detail::signal_name(signal),

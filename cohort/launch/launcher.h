@@ -69,6 +69,13 @@ struct LaunchOptions {
   // With elastic_min_workers: a worker left behind is started again at once, told to join the
   // running job (COHORT_ELASTIC_JOIN=1; train/elastic_join.h) rather than to start it.
   bool elastic_respawn = false;
+  // Several nodes (`--nnodes MIN:MAX`, docs/elastic.md "Several nodes"): > 0 makes the job
+  // elastic across nodes (elastic_min_workers = MIN x nproc_per_node). A node other than the
+  // store's host whose workers stopped while the store was out of reach (its link was cut) waits
+  // for the store, up to rejoin_timeout, and then starts its workers again to join the running
+  // job (COHORT_ELASTIC_JOIN=1), as a respawn does.
+  int elastic_min_nodes = 0;
+  std::chrono::milliseconds rejoin_timeout = std::chrono::seconds(300);
   std::chrono::milliseconds stop_grace = std::chrono::seconds(5);  // SIGTERM -> SIGKILL
   bool tag_output = true;   // prefix each output line with "[rank R] "
   Bind bind = Bind::kAuto;  // pin local workers to cores (binding.h)

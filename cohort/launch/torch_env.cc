@@ -27,27 +27,30 @@ rendezvous::TcpStoreOptions store_options(const JobPlan& plan, uint16_t store_po
   return o;
 }
 
-uint16_t parse_port(const std::string& s) {
+uint16_t parse_port(const std::string& s, const std::string& key) {
   int port = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), port);
   COHORT_CHECK_IO(ec == std::errc() && end == s.data() + s.size() && port > 0 && port <= 65535,
-                  "cohort run: node 0 published '", s, "' as MASTER_PORT under ", kTorchPortKey,
+                  "cohort run: node 0 published '", s, "' as MASTER_PORT under ", key,
                   ", which is not a port");
   return uint16_t(port);
 }
 
 // Node k > 0: the port node 0 published, or nullopt if a signal came first.
-std::optional<uint16_t> fetch_port(const JobPlan& plan, uint16_t store_port, SignalRelay& relay,
-                                   milliseconds wait, int* signal) {
+std::optional<uint16_t> fetch_port(const JobPlan& plan, uint16_t store_port, int restart,
+                                   SignalRelay& relay, milliseconds wait, int* signal) {
   const auto deadline = Clock::now() + wait;
+  const std::string key = torch_port_key(restart);
   std::optional<rendezvous::TcpStore> store;
   for (;;) {
     if ((*signal = relay.take()) != 0) return std::nullopt;
     try {
       if (!store) store.emplace(store_options(plan, store_port));
-      return parse_port(store->get_string(kTorchPortKey, kSlice));
+      return parse_port(store->get_string(key, kSlice), key);
     } catch (const Timeout&) {
       // node 0 is not up yet, or has not published: try again until the deadline
+    } catch (const IoError&) {
+      store.reset();  // node 0 closed the previous attempt's store: connect to the next one
     }
     COHORT_CHECK_T(Clock::now() < deadline, Timeout,
                    "cohort run: node 0's launcher did not publish ", "MASTER_PORT in the store at ",
@@ -63,15 +66,20 @@ uint16_t pick_free_port(const std::string& host) {
   return l.port;  // the socket closes here; the port stays free unless someone else takes it
 }
 
+std::string torch_port_key(int restart) {
+  return cohort::detail::str("cohort/launch/attempt", restart, "/torch_master_port");
+}
+
 uint16_t agree_torch_port(const LaunchOptions& options, const JobPlan& plan, uint16_t store_port,
-                          SignalRelay& relay, milliseconds wait, int* signal) {
+                          int restart, SignalRelay& relay, milliseconds wait, int* signal) {
   *signal = 0;
   if (options.nnodes == 1) return pick_free_port(plan.store_host);
-  if (options.node_rank > 0) return fetch_port(plan, store_port, relay, wait, signal).value_or(0);
+  if (options.node_rank > 0)
+    return fetch_port(plan, store_port, restart, relay, wait, signal).value_or(0);
   const uint16_t port = pick_free_port(plan.store_host);
   rendezvous::TcpStoreOptions o = store_options(plan, store_port);
   o.connect_timeout = std::chrono::seconds(10);  // our own server, already listening
-  rendezvous::TcpStore(o).set_string(kTorchPortKey, std::to_string(port));
+  rendezvous::TcpStore(o).set_string(torch_port_key(restart), std::to_string(port));
   return port;
 }
 

@@ -19,8 +19,10 @@
 
 namespace cohort::launch::detail {
 
-// The key under which node 0's launcher publishes MASTER_PORT in the cohort store.
-inline constexpr const char* kTorchPortKey = "cohort/launch/torch_master_port";
+// The key under which node 0's launcher publishes MASTER_PORT of attempt `restart` in the cohort
+// store ("cohort/launch/attempt<k>/torch_master_port"). Its appearance is also what tells the
+// other nodes that node 0 started that attempt (a restart across nodes).
+std::string torch_port_key(int restart);
 
 // A port that is free on `host` now: binds port 0 there, reads the port, closes the socket.
 // Racy by nature: another process may take the port before PyTorch's rank 0 binds it (the
@@ -29,13 +31,15 @@ inline constexpr const char* kTorchPortKey = "cohort/launch/torch_master_port";
 // bound.
 uint16_t pick_free_port(const std::string& host);
 
-// MASTER_PORT for one attempt. Single node: picked here (a new one per attempt). Multi-node:
-// node 0 picks it and publishes it in the cohort store (at store_host:store_port); the other
-// nodes' launchers read it from there, waiting up to `wait` for node 0. Returns 0 if the
+// MASTER_PORT for attempt `restart`. Single node: picked here (a new one per attempt).
+// Multi-node: node 0 picks it and publishes it in the cohort store (at store_host:store_port);
+// the other nodes' launchers read it from there, waiting up to `wait` for node 0 (and through
+// node 0's restart of its store: a connection that closes is opened again). Returns 0 if the
 // launcher got SIGINT/SIGTERM while waiting (*signal says which). Timeout if node 0 never
 // publishes it.
 uint16_t agree_torch_port(const LaunchOptions& options, const JobPlan& plan, uint16_t store_port,
-                          SignalRelay& relay, std::chrono::milliseconds wait, int* signal);
+                          int restart, SignalRelay& relay, std::chrono::milliseconds wait,
+                          int* signal);
 
 // Adds the variables above to `env` for the worker of `local_rank`.
 void add_torch_env(rendezvous::EnvMap& env, const LaunchOptions& options, const JobPlan& plan,

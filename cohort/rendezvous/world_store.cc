@@ -22,6 +22,7 @@ WorldStore connect_world_store(const WorldInfo& world, const WorldStoreOptions& 
   co.secret_policy = policy;
   co.timeout = options.timeout;
   co.connect_timeout = options.connect_timeout;
+  out.client = co;
   out.store = std::make_shared<TcpStore>(std::move(co));
   return out;
 }

@@ -25,6 +25,9 @@ struct WorldStoreOptions {
 struct WorldStore {
   std::unique_ptr<TcpStoreServer> server;  // rank 0 with StoreHost::kRank0 only
   std::shared_ptr<Store> store;
+  // How `store` was connected: a watchdog opens a connection of its own with a shorter deadline
+  // (comm/liveness.h), so that a cut link is named in seconds, not at the store's timeout.
+  TcpStoreOptions client;
 };
 
 // `server` must outlive every client of the job:

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cohort/comm/communicator.h"
+#include "cohort/comm/liveness.h"
 #include "cohort/core/logging.h"
 #include "cohort/metrics/sink.h"
 #include "cohort/rendezvous/bootstrap.h"
@@ -273,6 +274,12 @@ void check_elastic_config(const Config& cfg) {
 }
 
 void recover_in_place(Trainer::State& s, const std::string& why) {
+  // Cut off from the store (its own watchdog said so): the round cannot be joined, and its
+  // calls would wait out comm.timeout_s. The side with the store decides (docs/elastic.md).
+  if (s.world->liveness && s.world->liveness->lost().store_unreachable)
+    throw IoError(detail::str("elastic: rank ", s.world->rank, " is cut off from the job's ",
+                              "store (", s.world->liveness->lost().reason, "): it stops; the ",
+                              "workers that reach the store decide whether the job goes on"));
   const auto start = Clock::now();
   const int generation = s.elastic_generation + 1;
   const int old_rank = s.world->rank, old_size = s.world->size;

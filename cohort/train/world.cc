@@ -5,6 +5,7 @@
 #include "cohort/comm/liveness.h"
 #include "cohort/core/logging.h"
 #include "cohort/parallel/strategy_registry.h"
+#include "cohort/rendezvous/tcp_store.h"
 #include "cohort/train/elastic.h"
 
 namespace cohort::train {
@@ -39,6 +40,17 @@ comm::transport::FaultInjection fault_injection(const Config& cfg, int rank) {
   f.drop_peer = int(cfg.get_int("fault.drop_peer"));
   f.drop_after = uint64_t(cfg.get_int("fault.drop_after"));
   return f;
+}
+
+// The watchdog's own connection to the store, each call bounded by about detect / 2 (at least
+// the TcpStore's floor of 1 s): the job's connection waits up to comm.timeout_s for an answer,
+// and a cut link answers nothing. The job's store when no address is known (a test's store).
+std::shared_ptr<rendezvous::Store> watchdog_store(const comm::World& joined,
+                                                  std::chrono::milliseconds detect) {
+  rendezvous::TcpStoreOptions o = joined.store.client;
+  if (o.port == 0) return joined.store.store;
+  o.timeout = o.connect_timeout = std::max(detect / 2, std::chrono::milliseconds(1));
+  return std::make_shared<rendezvous::TcpStore>(std::move(o));
 }
 
 }  // namespace
@@ -90,7 +102,7 @@ std::unique_ptr<comm::Liveness> watch_liveness(const Config& cfg, TrainWorld& w,
   if (cfg.get_int("elastic.min_workers") > 0)
     o.round_key = elastic_round_key(w.restart_count, generation + 1);
   w.liveness_prefix = o.prefix;
-  return std::make_unique<comm::Liveness>(w.joined->store.store, w.rank, w.size, o,
+  return std::make_unique<comm::Liveness>(watchdog_store(*w.joined, o.detect), w.rank, w.size, o,
                                           comm::abort_on_loss(w.joined->comm));
 }
 

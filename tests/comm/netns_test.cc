@@ -16,6 +16,7 @@
 #include "cohort/rendezvous/tcp_store_server.h"
 #include "tests/comm/collective_util.h"
 #include "tests/comm/fork_ranks.h"
+#include "tests/support/netns.h"
 
 namespace cohort::comm {
 namespace {
@@ -27,69 +28,6 @@ enum Exit { kOk = 0, kWrongResult = 1, kThrew = 2, kNoNetns = 3, kChildTimeout =
 constexpr int kHosts = 2, kPerHost = 2;
 const char* const kAddress[kHosts] = {"10.231.0.1", "10.231.0.2"};
 
-// Runs a shell command; returns its exit status and (in *output) what it printed.
-int shell(const std::string& cmd, std::string* output = nullptr) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  char buf[256];
-  std::string out;
-  while (std::fgets(buf, sizeof(buf), p)) out += buf;
-  int status = ::pclose(p);
-  if (output) *output = out;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// Two namespaces joined by a veth pair, addresses kAddress; deleted in the destructor.
-class Namespaces {
- public:
-  Namespaces() {
-    std::string tag = std::to_string(::getpid());
-    for (int h = 0; h < kHosts; ++h) names_.push_back(detail::str("cohort_t", tag, "_", h));
-    std::string out;
-    if (shell("ip netns add " + names_[0], &out) != 0) {
-      error_ = "ip netns add is not permitted here (needs root / CAP_SYS_ADMIN): " + out;
-      names_.resize(0);
-      return;
-    }
-    created_ = 1;
-    if (!run("ip netns add " + names_[1])) return;
-    created_ = 2;
-    std::string va = "cva" + tag, vb = "cvb" + tag;
-    va.resize(std::min<size_t>(va.size(), 15));
-    vb.resize(std::min<size_t>(vb.size(), 15));
-    veth_ = {va, vb};
-    const std::vector<std::string>& veth = veth_;
-    if (!run(detail::str("ip link add ", va, " netns ", names_[0], " type veth peer name ", vb,
-                         " netns ", names_[1]))) {
-      return;
-    }
-    for (int h = 0; h < kHosts; ++h) {
-      std::string n = "ip -n " + names_[size_t(h)];
-      if (!run(detail::str(n, " addr add ", kAddress[h], "/24 dev ", veth[h])) ||
-          !run(detail::str(n, " link set ", veth[h], " up")) || !run(n + " link set lo up")) {
-        return;
-      }
-    }
-  }
-  ~Namespaces() {
-    for (int h = 0; h < created_; ++h) shell("ip netns del " + names_[size_t(h)]);
-  }
-  const std::string& error() const { return error_; }
-  const std::string& name(int host) const { return names_[size_t(host)]; }
-  const std::string& veth(int host) const { return veth_[size_t(host)]; }
-
- private:
-  bool run(const std::string& cmd) {
-    std::string out;
-    if (shell(cmd, &out) == 0) return true;
-    error_ = detail::str("`", cmd, "` failed: ", out);
-    return false;
-  }
-  std::vector<std::string> names_, veth_;
-  int created_ = 0;
-  std::string error_;
-};
-
 bool enter(const std::string& ns) {
   int fd = ::open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -99,7 +37,7 @@ bool enter(const std::string& ns) {
 }
 
 struct Job {
-  const Namespaces* ns;
+  const cohort::testing::Namespaces* ns;
   net::Secret secret;
   uint16_t store_port = 0;
 };
@@ -167,7 +105,8 @@ int link_down_main(const Job& job, int rank) {
   std::vector<float> buf(4099, 1.0f);
   allreduce(*c, {.output = buf.data(), .count = buf.size(), .algorithm = Algorithm::kHierarchical});
   barrier(*c);
-  if (rank == 2 && shell("ip link set " + job.ns->veth(1) + " down") != 0) return kNoNetns;
+  if (rank == 2 && cohort::testing::shell("ip link set " + job.ns->veth(1) + " down") != 0)
+    return kNoNetns;
   auto start = std::chrono::steady_clock::now();
   std::string what;
   bool timeout = false;
@@ -246,7 +185,8 @@ class StoreInNamespace {
 
 // Runs fn on 2 namespaces x 2 rank processes, with the store in the first namespace.
 void run_in_namespaces(int (*fn)(const Job&, int)) {
-  Namespaces ns;  // declared first: deleted last, after every process in it is gone
+  cohort::testing::Namespaces ns(
+      kAddress[0], kAddress[1]);  // declared first: deleted last, after every process in it is gone
   if (!ns.error().empty()) GTEST_SKIP() << ns.error();
   Job job{&ns, net::Secret::generate()};
   StoreInNamespace store(ns.name(0), job.secret);

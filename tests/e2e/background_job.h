@@ -20,14 +20,17 @@ namespace cohort::testing {
 inline constexpr const char* kBrowser = "/usr/bin/chromium-headless-shell";
 
 // `cohort ARGS` in its own process group; stopped (SIGTERM to the group) when destroyed.
+// `prefix` runs it under another command (e.g. "ip netns exec NS").
 class BackgroundJob {
  public:
-  BackgroundJob(const std::string& args, const std::filesystem::path& out) : out_(out) {
+  BackgroundJob(const std::string& args, const std::filesystem::path& out,
+                const std::string& prefix = "")
+      : out_(out) {
     pid_ = fork();
     if (pid_ == 0) {
       setpgid(0, 0);
-      const std::string cmd =
-          "exec " + std::string(COHORT_BIN) + " " + args + " > " + out.string() + " 2>&1";
+      const std::string cmd = "exec " + prefix + " " + std::string(COHORT_BIN) + " " + args +
+                              " > " + out.string() + " 2>&1";
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -53,7 +56,12 @@ class BackgroundJob {
   // the signal killed it), or -1 when it has not ended within 10 s.
   int stop(int sig) {
     kill(pid_, sig);
-    for (int i = 0; i < 100; ++i) {
+    return wait_exit_within(std::chrono::seconds(10));
+  }
+  // Waits for the command to end by itself: its exit status, or -1 after `within`.
+  int wait_exit_within(std::chrono::seconds within) {
+    const auto until = std::chrono::steady_clock::now() + within;
+    while (pid_ > 0 && std::chrono::steady_clock::now() < until) {
       int st = 0;
       if (waitpid(pid_, &st, WNOHANG) == pid_) {
         pid_ = -1;

@@ -54,6 +54,12 @@ TEST(CliUsage, AValueOutOfRangeIsAUsageErrorNamingTheFlag) {
   r = run_cli("train /dev/null --workers 2:x");
   EXPECT_EQ(r.status, 2) << r.output;
   expect_contains(r, "--workers: expected N or MIN:MAX (e.g. 4, or 2:4), got 'x'");
+  r = run_cli("run --nnodes 3:2 --node-rank 0 --master 127.0.0.1:29500 -- true");
+  EXPECT_EQ(r.status, 2) << r.output;
+  expect_contains(r, "cohort: error: --nnodes: MIN:MAX needs MIN <= MAX, got 3:2");
+  r = run_cli("run -n 1 --respawn -- true");  // a job that is not elastic has nobody to rejoin
+  EXPECT_EQ(r.status, 2) << r.output;
+  expect_contains(r, "cohort run: --respawn needs an elastic job: --nnodes MIN:MAX");
   EXPECT_EQ(run_cli("train /dev/null --set").status, 2);  // --set without its value
   EXPECT_EQ(run_cli("train --help").status, 0);           // help is not an error
   EXPECT_EQ(run_cli("--version").status, 0);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -238,28 +239,57 @@ TEST(DdpTrain, MpirunWithTheMpiBackendMatchesTheNativeBackend) {
   EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
 }
 
-// torchrun-style multi-node: one launcher per "node" (both on loopback here), joined through
-// node 0's store with a shared secret, trains to the same parameters as `--workers 2`.
+// Two launchers as two "nodes" (both on loopback), one worker each, joined through node 0's
+// store with a shared secret: `cohort run --nnodes 2 LAUNCHER_ARGS -n 1 -- cohort TRAIN_ARGS`.
+std::array<CliResult, 2> run_two_nodes(const std::string& launcher_args,
+                                       const std::string& train_args) {
+  std::string master = "127.0.0.1:" + std::to_string(cohort::testing::free_loopback_port());
+  std::string secret(64, 'a');
+  std::array<CliResult, 2> node;
+  std::thread nodes[2];
+  for (int i = 0; i < 2; ++i) {
+    nodes[i] = std::thread([&, i] {
+      node[size_t(i)] = cohort::testing::run_shell(
+          "COHORT_JOB_SECRET=" + secret + " timeout -k 5 120 " + COHORT_BIN +
+          " run --nnodes 2 --node-rank " + std::to_string(i) + " --master " + master + " " +
+          launcher_args + " -n 1 -- " + COHORT_BIN + " " + train_args);
+    });
+  }
+  for (auto& t : nodes) t.join();
+  return node;
+}
+
+// torchrun-style multi-node trains to the same parameters as `--workers 2`.
 TEST(DdpTrain, TwoLaunchersAsTwoNodesMatchTwoLocalWorkers) {
   fs::path d = fresh_dir("nodes");
   CliResult local = run_cli(job(d, "local") + " --workers 2");
   ASSERT_EQ(local.status, 0) << local.output;
-  std::string master = "127.0.0.1:" + std::to_string(cohort::testing::free_loopback_port());
-  std::string secret(64, 'a');
-  CliResult node[2];
-  std::thread nodes[2];
-  for (int i = 0; i < 2; ++i) {
-    nodes[i] = std::thread([&, i] {
-      node[i] = cohort::testing::run_shell("COHORT_JOB_SECRET=" + secret + " timeout -k 5 120 " +
-                                           COHORT_BIN + " run --nnodes 2 --node-rank " +
-                                           std::to_string(i) + " --master " + master + " -n 1 -- " +
-                                           COHORT_BIN + " " + job(d, "nodes"));
-    });
-  }
-  for (auto& t : nodes) t.join();
+  std::array<CliResult, 2> node = run_two_nodes("", job(d, "nodes"));
   ASSERT_EQ(node[0].status, 0) << node[0].output;
   ASSERT_EQ(node[1].status, 0) << node[1].output;
   EXPECT_TRUE(contains(node[0], "2 workers (native)")) << node[0].output;
+  fs::path a = newest_checkpoint(d / "local"), b = newest_checkpoint(d / "nodes");
+  EXPECT_EQ(a.filename(), b.filename());
+  EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
+}
+
+// --max-restarts across nodes: node 1's worker killed after step 10 fails the attempt on both
+// nodes; each launcher restarts its workers (node 1's once node 0 has published the next
+// attempt in its new store), they resume step 10's checkpoint, and the run ends with the
+// parameters of the run without a failure.
+TEST(DdpTrain, TwoNodesRestartTogetherFromTheLastCheckpoint) {
+  fs::path d = fresh_dir("node_restart");
+  const std::string ckpt = " --set ckpt.every_steps=5 --set ckpt.async=false";
+  CliResult local = run_cli(job(d, "local") + ckpt + " --workers 2");
+  ASSERT_EQ(local.status, 0) << local.output;
+  std::array<CliResult, 2> node =
+      run_two_nodes("--max-restarts 1", job(d, "nodes") + ckpt +
+                                            " --set fault.kill_rank=1 --set fault.kill_at_step=10");
+  for (const CliResult& n : node) {
+    ASSERT_EQ(n.status, 0) << n.output;
+    EXPECT_TRUE(contains(n, "restarting all workers (restart 1 of 1)")) << n.output;
+  }
+  EXPECT_TRUE(contains(node[0], "resumed from step 10")) << node[0].output;
   fs::path a = newest_checkpoint(d / "local"), b = newest_checkpoint(d / "nodes");
   EXPECT_EQ(a.filename(), b.filename());
   EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));

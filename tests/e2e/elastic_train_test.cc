@@ -257,11 +257,15 @@ TEST(ElasticTrain, AWorkerKilledAgainAfterItRejoinedIsReplacedAgain) {
            "); do tr '\\0' '\\n' </proc/$p/environ 2>/dev/null | grep -qx COHORT_RANK=2 && "
            "kill -9 $p; done; ";
   };
-  const std::string killer = "(until grep -qs '\"event\":\"step\"' " + metrics.string() +
-                             "; do sleep 0.05; done; " + kill_rank_2_at(0) + kill_rank_2_at(2) +
-                             ") & ";
+  // In a script of its own, output elsewhere, giving up after 120 s: a job that ended before
+  // the second join fails the assertions below instead of leaving run_shell waiting for it.
+  const fs::path script = d / "killer.sh";
+  std::ofstream(script) << "until grep -qs '\"event\":\"step\"' " << metrics.string()
+                        << "; do sleep 0.05; done; " << kill_rank_2_at(0) << kill_rank_2_at(2)
+                        << "\n";
+  const std::string killer = "(timeout 120 sh " + script.string() + " >/dev/null 2>&1) & ";
   const std::string train = job(d, "twice", 3) +
-                            " --respawn --set train.epochs=40 --set run.log_every=50 --set "
+                            " --respawn --set train.epochs=60 --set run.log_every=50 --set "
                             "fault.slow_rank=0 --set fault.slow_factor=4";
   CliResult r = testing::run_shell(killer + COHORT_BIN + " " + train);
   ASSERT_EQ(r.status, 0) << r.output;

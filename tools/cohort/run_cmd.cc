@@ -1,12 +1,15 @@
-// `cohort run -n N [--nnodes M --node-rank I --master ADDR:PORT] [--max-restarts K] [--no-tag]
-//  [--servers S] -- PROGRAM ARGS...`: the torchrun of cohort (cohort/launch/launcher.h does the
-//  work). torchrun's flag spellings (--nproc_per_node, --master-addr/--master-port, ...) work.
+// `cohort run -n N [--nnodes M|MIN:MAX --node-rank I --master ADDR:PORT] [--respawn]
+//  [--max-restarts K] [--no-tag] [--servers S] -- PROGRAM ARGS...`: the torchrun of cohort
+//  (cohort/launch/launcher.h does the work). torchrun's flag spellings (--nproc_per_node,
+//  --master-addr/--master-port, ...) work.
 // Everything from PROGRAM on is the worker's command line, options included.
 #include <cstdio>
 #include <memory>
 
+#include "cohort/core/error.h"
 #include "cohort/launch/launcher.h"
 #include "tools/cohort/commands.h"
+#include "tools/cohort/count_range.h"
 #include "tools/cohort/dashboard_flags.h"
 #include "tools/cohort/master_flags.h"
 
@@ -20,9 +23,26 @@ struct RunCmdOptions {
   double stop_grace_s = 5.0;
   DashboardArgs dashboard;
   MasterArgs master;
+  std::string nnodes = "1";  // N or MIN:MAX
 };
 
+// --nnodes MIN:MAX: MAX nodes, elastic across them (docs/elastic.md "Several nodes"): the job
+// goes on while MIN nodes' workers remain; the workers' elastic.min_workers comes with them.
+void set_node_range(RunCmdOptions& o) {
+  int min_nodes = 0;
+  const std::string why = check_count_range(o.nnodes, &min_nodes, &o.launch.nnodes);
+  COHORT_CHECK_ARG(why.empty(), "cohort run: --nnodes: ", why);
+  if (min_nodes == 0) return;
+  o.launch.elastic_min_nodes = min_nodes;
+  o.launch.elastic_min_workers = min_nodes * o.launch.nproc_per_node;
+  o.launch.extra_env.emplace_back("COHORT_ELASTIC_MIN_WORKERS",
+                                  std::to_string(o.launch.elastic_min_workers));
+}
+
 int run_launch(RunCmdOptions& o) {
+  set_node_range(o);
+  COHORT_CHECK_ARG(!o.launch.elastic_respawn || o.launch.elastic_min_workers > 0,
+                   "cohort run: --respawn needs an elastic job: --nnodes MIN:MAX");
   o.launch.tag_output = !o.no_tag;
   o.launch.master = master_address(o.master);
   o.launch.bind = launch::parse_bind(o.bind);
@@ -45,7 +65,16 @@ void add_run_command(CLI::App& app, Handlers& h) {
   cmd->add_option("-n,--nproc-per-node,--nproc_per_node", o->launch.nproc_per_node,
                   "Workers on this node")
       ->capture_default_str();
-  cmd->add_option("--nnodes", o->launch.nnodes, "Nodes in the job")->capture_default_str();
+  cmd->add_option("--nnodes", o->nnodes,
+                  "Nodes in the job; MIN:MAX: elastic across nodes, the job goes on while MIN "
+                  "nodes' workers remain and a node cut off rejoins (docs/elastic.md)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            int lo = 0, hi = 0;
+            return check_count_range(v, &lo, &hi);
+          },
+          "N|MIN:MAX"))
+      ->capture_default_str();
   cmd->add_option("--node-rank,--node_rank", o->launch.node_rank, "This node's index, 0..nnodes-1")
       ->capture_default_str();
   add_master_options(cmd, o->master,
@@ -65,6 +94,9 @@ void add_run_command(CLI::App& app, Handlers& h) {
   cmd->add_option("--bind", o->bind,
                   "Pin workers to cores: auto (when they fit on the cores, as mpirun), core, none")
       ->capture_default_str();
+  cmd->add_flag("--respawn", o->launch.elastic_respawn,
+                "Elastic jobs (--nnodes MIN:MAX): start a lost worker again to join the "
+                "running job (docs/elastic.md)");
   cmd->add_flag("--no-tag", o->no_tag, "Do not prefix output lines with [rank R]");
   add_dashboard_options(cmd, o->dashboard);
   cmd->add_option("command", o->launch.command, "PROGRAM ARGS... (after --)")->required();

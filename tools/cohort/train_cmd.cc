@@ -13,6 +13,7 @@
 #include "cohort/train/run_dir.h"
 #include "cohort/train/trainer.h"
 #include "tools/cohort/commands.h"
+#include "tools/cohort/count_range.h"
 #include "tools/cohort/dashboard_flags.h"
 #include "tools/cohort/master_flags.h"
 #include "tools/cohort/train_preflight.h"
@@ -34,33 +35,6 @@ struct TrainArgs {
   DashboardArgs dashboard;
   MasterArgs master;  // where the launcher hosts the store (default: loopback, a free port)
 };
-
-// --workers N or MIN:MAX, each within 1..1024 and MIN <= MAX: "" when valid, else why not.
-std::string check_worker_spec(const std::string& spec, int* min, int* max) {
-  auto count = [](const std::string& text, int* out) -> std::string {
-    size_t used = 0;
-    long v = -1;
-    try {
-      v = std::stol(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (text.empty() || used != text.size())
-      return "expected N or MIN:MAX (e.g. 4, or 2:4), got '" + text + "'";
-    if (v < 1 || v > 1024) return "Value " + text + " not in range 1 to 1024";
-    *out = int(v);
-    return "";
-  };
-  const size_t colon = spec.find(':');
-  if (colon == std::string::npos) {
-    *min = 0;
-    return count(spec, max);
-  }
-  std::string why = count(spec.substr(0, colon), min);
-  if (why.empty()) why = count(spec.substr(colon + 1), max);
-  if (why.empty() && *min > *max) why = "MIN:MAX needs MIN <= MAX, got " + spec;
-  return why;
-}
 
 // --workers MIN:MAX: MAX workers launched, elastic.min_workers = MIN (docs/elastic.md); a
 // config or --set that asks for another minimum is refused rather than overridden.
@@ -148,7 +122,7 @@ void add_train_command(CLI::App& app, Handlers& h) {
       ->check(CLI::Validator(
           [](std::string& v) {
             int lo = 0, hi = 0;
-            return check_worker_spec(v, &lo, &hi);
+            return check_count_range(v, &lo, &hi);
           },
           "N|MIN:MAX"))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // scripts/main-job.sh --workers 4
@@ -178,7 +152,7 @@ void add_train_command(CLI::App& app, Handlers& h) {
   cmd->callback([&h, a] {
     h.run = [a] {
       if (!a->workers_spec.empty())
-        check_worker_spec(a->workers_spec, &a->min_workers, &a->workers);
+        check_count_range(a->workers_spec, &a->min_workers, &a->workers);
       add_elastic_range(*a);
       if (a->dashboard.requested() && a->workers == 0) a->workers = 1;  // served by the launcher
       if (a->workers > 0) return launch_workers(*a);

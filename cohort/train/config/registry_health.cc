@@ -134,8 +134,9 @@ void add_straggler_keys(ConfigRegistry& r) {
          "completed step with the "
          "state in memory, while at least this many remain (and at least half). 0: a lost "
          "worker stops the job (then --max-restarts restarts it from a checkpoint). "
-         "parallel.strategy = `ddp`, `local_sgd` or `gossip`; train.grad_accum_steps = 1.",
-         "",
+         "parallel.strategy = `ddp`, `zero`, `local_sgd` or `gossip`; train.grad_accum_steps "
+         "= 1. `cohort run --nnodes MIN:MAX` sets it to MIN x the workers per node.",
+         "COHORT_ELASTIC_MIN_WORKERS",
          {},
          0.0});
   r.add({"elastic.fixed_batch", T::kBool, true,

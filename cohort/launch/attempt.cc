@@ -83,6 +83,7 @@ AttemptOutcome Attempt::run() {
   make_flight_dir();
   spawn_all();
   watch();
+  judge_lost_node();
   if (any_running()) stop(outcome_.signal ? outcome_.signal : SIGTERM);
   finish();
   read_flight_records();
@@ -263,9 +264,11 @@ bool Attempt::leave_behind(Worker& w) {
     ++outcome_.left_behind;
     return true;
   }
+  // Several nodes: an error exit is the worker's verdict (the job stops, or it was dropped), the
+  // node fails with it; a death is left behind. The workers' round counts every node's.
+  if (options_.nnodes > 1 && !WIFSIGNALED(w.status)) return false;
   int running = 0;
   for (auto& other : workers_) running += other->running && other->rank < world;
-  // Several nodes: the workers' membership round counts every node's (train/elastic.h).
   if (options_.nnodes == 1 && running < options_.elastic_min_workers) {
     std::fprintf(stderr,
                  "cohort run: rank %d %s; elastic: only %d worker(s) would be left, fewer than "
@@ -275,13 +278,17 @@ bool Attempt::leave_behind(Worker& w) {
     return false;
   }
   ++outcome_.left_behind;
+  if (lost_rank_ < 0) lost_rank_ = w.rank, lost_status_ = w.status;
   announce_left_behind(plan_.store_host, port_, plan_.secret, restart_, w.rank, how);
   // Rank 0 is not respawned: the lowest member took over as rank 0 (docs/elastic.md).
   const bool respawn = options_.elastic_respawn && w.rank != 0;
-  std::fprintf(stderr,
-               "cohort run: rank %d %s; elastic: %d worker(s) go on without it "
-               "(elastic.min_workers = %d)%s\n",
-               w.rank, how.c_str(), running, options_.elastic_min_workers,
+  // Several nodes: this launcher sees its own workers only.
+  const std::string going_on =
+      options_.nnodes == 1 ? cohort::detail::str(running, " worker(s) go on without it")
+                           : cohort::detail::str(running, " worker(s) of node ", options_.node_rank,
+                                                 " and the other nodes' go on without it");
+  std::fprintf(stderr, "cohort run: rank %d %s; elastic: %s (elastic.min_workers = %d)%s\n", w.rank,
+               how.c_str(), going_on.c_str(), options_.elastic_min_workers,
                respawn       ? "; respawning it to join them"
                : w.rank == 0 ? "; the lowest of them takes over as rank 0"
                              : "");
@@ -335,7 +342,8 @@ void Attempt::signal_all(int sig) {
 
 // Runs until the first failure, a signal to the launcher, or every worker exited cleanly.
 void Attempt::watch() {
-  while ((any_running() || cut_off_since_) && outcome_.failed_rank < 0 && outcome_.signal == 0) {
+  while ((any_running() || cut_off_since_ || serving_the_others()) && outcome_.failed_rank < 0 &&
+         outcome_.signal == 0) {
     pump(kWatchPeriod);
     reap();
     poll_rejoin();

@@ -4,6 +4,7 @@
 // launcher.cc runs attempts until one succeeds or the restarts run out. Internal to launch/.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,6 +79,17 @@ class Attempt {
   // started again to join (poll_rejoin, from the watch loop). False when the store answers.
   bool cut_off_from_store(Worker& w);
   void poll_rejoin();
+  // Several nodes, elastic: every worker of this node was left behind while the job may go on
+  // elsewhere. Node 0 keeps serving the store while the others' workers are connected to it;
+  // then (other nodes: at once) the node fails unless the job's rank 0 marked it done.
+  bool serving_the_others() const;
+  void judge_lost_node();
+
+ public:
+  // Node 0: how many connections its store has open (for serving_the_others).
+  void set_store_clients(std::function<uint64_t()> clients) { store_clients_ = std::move(clients); }
+
+ private:
   void watch();
   void stop(int sig);
   // kUntilEscalated: also return early when a second signal asked to stop waiting.
@@ -111,6 +123,8 @@ class Attempt {
   int chief_rank_ = -1;  // the launcher rank that is rank 0 at the end (-1: not asked yet)
   std::optional<Clock::time_point> cut_off_since_;  // this node cannot reach the store
   Clock::time_point last_probe_;
+  int lost_rank_ = -1, lost_status_ = 0;  // the first worker left behind
+  std::function<uint64_t()> store_clients_;
   bool escalate_ = false;  // a second SIGINT/SIGTERM to the launcher: SIGKILL now
   std::string flight_dir_;
   bool flight_dir_temporary_ = false;

@@ -29,6 +29,20 @@ std::string elastic_chief_key(int attempt) {
   return cohort::detail::str("elastic/attempt", attempt, "/chief");
 }
 
+std::string elastic_done_key(int attempt) {
+  return cohort::detail::str("elastic/attempt", attempt, "/done");
+}
+
+bool store_has(const std::string& host, uint16_t port, const net::Secret& secret,
+               const std::string& key) {
+  try {
+    rendezvous::TcpStore store(store_options(host, port, secret));
+    return store.check({key});
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 bool store_answers(const std::string& host, uint16_t port, const net::Secret& secret,
                    std::chrono::milliseconds within) {
   rendezvous::TcpStoreOptions o = store_options(host, port, secret);

@@ -23,6 +23,12 @@ std::string elastic_chief_key(int attempt);
 void announce_left_behind(const std::string& host, uint16_t port, const net::Secret& secret,
                           int attempt, int rank, const std::string& how);
 
+// "elastic/attempt<A>/done": set by the job's rank 0 once it finished training (train/elastic.h).
+std::string elastic_done_key(int attempt);
+// Whether `key` is set in the store at host:port (false too when it cannot be reached).
+bool store_has(const std::string& host, uint16_t port, const net::Secret& secret,
+               const std::string& key);
+
 // Whether the store at host:port answers (connects and authenticates) within `within`.
 bool store_answers(const std::string& host, uint16_t port, const net::Secret& secret,
                    std::chrono::milliseconds within);

@@ -175,10 +175,10 @@ LaunchResult run(const LaunchOptions& options) {
                            " while waiting for node 0; no worker was started");
       return result;
     }
-    detail::AttemptOutcome out =
-        detail::Attempt(options, plan, restart, port, torch_port, relay,
-                        options.num_servers > 0 ? options.max_restarts - used : 0)
-            .run();
+    detail::Attempt attempt(options, plan, restart, port, torch_port, relay,
+                            options.num_servers > 0 ? options.max_restarts - used : 0);
+    if (server) attempt.set_store_clients([&server] { return server->stats().open; });
+    detail::AttemptOutcome out = attempt.run();
     used += out.server_restarts;
     result.restarts = used;
     print_flight_report(out.flight_report);

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "cohort/core/error.h"
+#include "cohort/net/auth.h"
 #include "cohort/net/socket.h"
 #include "cohort/rendezvous/tcp_store.h"
 
@@ -44,14 +45,18 @@ std::optional<uint16_t> fetch_port(const JobPlan& plan, uint16_t store_port, int
   std::optional<rendezvous::TcpStore> store;
   for (;;) {
     if ((*signal = relay.take()) != 0) return std::nullopt;
+    std::optional<std::string> published;
     try {
       if (!store) store.emplace(store_options(plan, store_port));
-      return parse_port(store->get_string(key, kSlice), key);
+      published = store->get_string(key, kSlice);
     } catch (const Timeout&) {
       // node 0 is not up yet, or has not published: try again until the deadline
+    } catch (const net::AuthRefused&) {
+      throw;  // a wrong secret: say so now
     } catch (const IoError&) {
       store.reset();  // node 0 closed the previous attempt's store: connect to the next one
     }
+    if (published) return parse_port(*published, key);
     COHORT_CHECK_T(Clock::now() < deadline, Timeout,
                    "cohort run: node 0's launcher did not publish ", "MASTER_PORT in the store at ",
                    plan.store_host, ":", store_port, " within ", wait.count() / 1000,

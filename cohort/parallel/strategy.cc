@@ -43,11 +43,16 @@ ForwardBackwardResult Strategy::forward_backward(const std::vector<MicroBatch>& 
   ForwardBackwardResult r;
   for (size_t m = 0; m < micro.size(); ++m) {
     auto t0 = Clock::now();
+    // A pass of weight 0 only keeps collectives in step (ZeRO-3's lockstep): in eval mode, so
+    // that no batch-norm statistic or dropout counter moves, and its loss counts for nothing.
+    const bool padding = micro[m].weight == 0;
+    if (padding) model_.eval();
     Tensor loss = loss_of(forward(micro[m].x), micro[m].y);
     auto t1 = Clock::now();
-    r.loss += double(loss.item<float>()) * micro[m].weight;
+    if (!padding) r.loss += double(loss.item<float>()) * micro[m].weight;
     if (micro[m].weight != 1) loss = ops::mul_scalar(loss, micro[m].weight);
     backward(loss, /*sync=*/m + 1 == micro.size());
+    if (padding) model_.train();
     auto t2 = Clock::now();
     r.forward_s += std::chrono::duration<double>(t1 - t0).count();
     r.backward_s += std::chrono::duration<double>(t2 - t1).count();

@@ -117,6 +117,8 @@ std::string dealt_text(const Trainer::State& s) {
   if (s.batch_slots > 0)
     return detail::str("the global batch stays ", s.batch_slots * s.batch, " samples (",
                        s.batch_slots, " slots of ", s.batch, " over ", s.world->size, " workers)");
+  if (s.data.is_text)
+    return detail::str("the global batch is now ", s.world->size * s.batch, " windows");
   return detail::str("the rest of epoch ", s.pos.epoch, " (", s.data.train->size() - s.pos.skip,
                      " samples) is dealt to them");
 }
@@ -192,6 +194,10 @@ void form_world(Trainer::State& s, int new_rank, int new_size, int generation) {
 // The rest of the current epoch (s.pos, trained by `old_workers`), dealt to the new world; the
 // step counts from there.
 void redeal_data(Trainer::State& s, int old_workers) {
+  if (s.data.is_text) {  // a step's rows depend on the step alone (draw_text_step)
+    s.resume_pos = s.pos;
+    return;
+  }
   if (s.batch_slots > 0) {  // the slots are dealt anew; the position means what it meant
     if (s.pos.batch_in_epoch >= s.batches_per_epoch) s.pos = {s.pos.epoch + 1, 0, 0};
     s.resume_pos = s.pos;
@@ -235,6 +241,14 @@ void log_membership(Trainer::State& s, int generation, int previous, double took
                {"time_s", std::chrono::duration<double>(Clock::now() - s.start).count()}});
 }
 
+void announce_job_done(Trainer::State& s) {
+  if (s.cfg.get_int("elastic.min_workers") <= 0 || !s.world->is_chief() || !s.world->joined ||
+      !s.world->joined->store.store)
+    return;
+  s.world->joined->store.store->set_string(
+      detail::str("elastic/attempt", s.world->restart_count, "/done"), "1");
+}
+
 std::string elastic_round_key(int restart_count, int generation) {
   return detail::str("elastic/attempt", restart_count, "/gen", generation, "/open");
 }
@@ -269,8 +283,6 @@ void check_elastic_config(const Config& cfg) {
                    "needs comm.backend = \"native\"");
   COHORT_CHECK_ARG(cfg.get_string("run.device") == "cpu", "config: elastic.min_workers works ",
                    "on run.device = \"cpu\" so far");
-  COHORT_CHECK_ARG(cfg.get_string("data.dataset") != "text", "config: elastic.min_workers ",
-                   "works on data sets of samples so far, not data.dataset = \"text\"");
 }
 
 void recover_in_place(Trainer::State& s, const std::string& why) {

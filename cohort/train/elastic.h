@@ -43,6 +43,11 @@ void check_elastic_config(const Config& cfg);
 // the liveness watchdog of the generation before watches it.
 std::string elastic_round_key(int restart_count, int generation);
 
+// Rank 0 of an elastic job, once training and the final checkpoint are done: sets the store's
+// "elastic/attempt<A>/done", which a launcher whose own workers were all lost reads to tell a
+// job that finished without them from one that failed (launch/elastic_notice.h).
+void announce_job_done(Trainer::State& s);
+
 // Thrown by the training step after the membership changed at a step boundary (workers joined,
 // train/elastic_join.h): the loop starts again from s.resume_pos with the new world's loader.
 struct MembershipChanged {};

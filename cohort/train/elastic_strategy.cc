@@ -41,6 +41,10 @@ bool replicas_part(const Trainer::State& s) {
 }
 
 void complete_interrupted_step(Trainer::State& s) {
+  // A failure while a new world made its strategy (a join) leaves none: nothing was stepped.
+  COHORT_CHECK_IO(s.strategy != nullptr, "elastic: the workers failed while forming generation ",
+                  s.elastic_generation, "'s strategy; the job stops (--max-restarts restarts it ",
+                  "from the last checkpoint)");
   parallel::ZeroEngine* zero = zero_engine(*s.strategy);
   const bool updated =
       replicas_part(s) ? strategy_steps(*s.strategy) > s.step : zero && zero->update_unfinished();

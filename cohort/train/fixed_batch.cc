@@ -56,7 +56,7 @@ void set_grads(const optim::NamedParams& params, const float* flat) {
 
 int64_t fixed_batch_slots(const Trainer::State& s) {
   if (s.cfg.get_int("elastic.min_workers") <= 0 || !s.cfg.get_bool("elastic.fixed_batch")) return 0;
-  if (s.data.is_text || s.data.sharded) return 0;
+  if (s.data.sharded) return 0;
   // The launcher's count, which a worker joining the running job sees too (its world is not
   // formed yet when this is asked).
   const int64_t launched = rendezvous::int_from_env(s.env, "COHORT_WORLD_SIZE", s.world->size);

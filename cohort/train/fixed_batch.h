@@ -24,7 +24,8 @@
 namespace cohort::train {
 
 // K for this job (the workers the launcher started), or 0 when the global batch is not fixed
-// (not an elastic job, elastic.fixed_batch = false, text data or a shard directory).
+// (not an elastic job, elastic.fixed_batch = false, or a shard directory). Text data: slot k of
+// a step is rows k * data.batch_size onwards of the step's random windows (TextDataset).
 int64_t fixed_batch_slots(const Trainer::State& s);
 
 // The slots this worker computes in the current world, in order.

@@ -118,9 +118,9 @@ Trainer::Trainer(const Config& cfg, const rendezvous::EnvMap& env)
   s_->batch_slots = fixed_batch_slots(*s_);  // 0 unless elastic (train/fixed_batch.h)
   if (s_->batch_slots > 0 && cfg.get_bool("elastic.exact")) check_exact_model(*s_);
   if (s_->data.is_text) {
-    s_->steps_per_epoch =
-        text_steps_per_epoch(s_->data, s_->batch * s_->world->data_size * s_->grad_accum,
-                             cfg.get_int("model.block_size"));
+    const int64_t workers = s_->batch_slots > 0 ? s_->batch_slots : s_->world->data_size;
+    s_->steps_per_epoch = text_steps_per_epoch(s_->data, s_->batch * workers * s_->grad_accum,
+                                               cfg.get_int("model.block_size"));
     s_->batches_per_epoch = s_->steps_per_epoch * s_->grad_accum;
   } else {
     s_->batches_per_epoch = batches_per_epoch(

@@ -2,6 +2,7 @@
 // The loop `cohort train` runs: builds the model, data, optimizer and schedule from a Config,
 // trains, evaluates after each epoch (and every train.eval_every steps), appends metrics to
 // <run dir>/metrics.jsonl and prints progress and a final summary.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,10 @@ class Trainer {
   // The epochs from s_->resume_pos on; run_epochs calls it again after in-place recovery.
   void run_epochs_from_resume(Progress& p);
   void run_text(Progress& p);
+  void run_text_steps(Progress& p);  // from s_->step on; run_text calls it again likewise
+  // Runs `train`: true when it ran to its end, false when the membership changed under it
+  // (workers joined, or the survivors of a lost peer recovered in place: train/elastic.h).
+  bool ran_to_the_end(Progress& p, const std::function<void()>& train);
   TrainSummary finish_summary();
   std::unique_ptr<State> s_;
 };

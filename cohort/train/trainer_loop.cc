@@ -241,23 +241,29 @@ std::vector<std::unique_ptr<data::Loader>> make_epoch_loaders(const Trainer::Sta
 
 }  // namespace
 
+// Runs `train`; true when it ended, false when the membership changed under it (workers joined
+// at a step boundary, or a lost peer failed a collective and the survivors recovered in place:
+// train/elastic.h), and the caller runs it again from where the new world goes on.
+bool Trainer::ran_to_the_end(Progress& p, const std::function<void()>& train) {
+  State& s = *s_;
+  try {
+    train();
+    return true;
+  } catch (const MembershipChanged&) {
+  } catch (const Error& e) {
+    // A lost peer fails a collective with IoError (or Timeout at its deadline).
+    const bool lost_peer = dynamic_cast<const IoError*>(&e) || dynamic_cast<const Timeout*>(&e);
+    if (!lost_peer || !can_recover_in_place(s)) throw;
+    recover_in_place(s, e.what());
+  }
+  p.set_total(s.total_steps);
+  return false;
+}
+
 void Trainer::run_epochs(Progress& p) {
   State& s = *s_;
   if (evaluates_at_start(s)) log_eval(s, p, evaluate(), 0);
-  for (;;) {
-    try {
-      run_epochs_from_resume(p);
-      return;
-    } catch (const MembershipChanged&) {  // workers joined at a step boundary
-      p.set_total(s.total_steps);
-    } catch (const Error& e) {
-      // A lost peer fails a collective with IoError (or Timeout at its deadline): with
-      // elastic.min_workers the survivors go on in place (train/elastic.h).
-      const bool lost_peer = dynamic_cast<const IoError*>(&e) || dynamic_cast<const Timeout*>(&e);
-      if (!lost_peer || !can_recover_in_place(s)) throw;
-      recover_in_place(s, e.what());
-      p.set_total(s.total_steps);
-    }
+  while (!ran_to_the_end(p, [&] { run_epochs_from_resume(p); })) {
   }
 }
 
@@ -322,8 +328,12 @@ StepInput draw_text_step(Trainer::State& s, const data::TextDataset& text, int64
   auto t0 = Clock::now();
   StepInput in{.epoch = step / s.steps_per_epoch, .batch_index = step % s.steps_per_epoch};
   const uint64_t seed = uint64_t(s.cfg.get_int("run.seed"));
+  if (s.batch_slots > 0) {  // elastic's fixed global batch: slot k is rows k * batch onwards
+    for (int64_t slot : own_slots(s))
+      in.micro.push_back(text.random_batch(s.batch, seed, step, slot * s.batch));
+  }
   const int64_t micro_rows = s.batch * s.world->data_size;
-  for (int64_t m = 0; m < s.grad_accum; ++m) {
+  for (int64_t m = 0; s.batch_slots == 0 && m < s.grad_accum; ++m) {
     const int64_t first_row = m * micro_rows + s.world->data_rank * s.batch;
     in.micro.push_back(text.random_batch(s.batch, seed, step, first_row));
   }
@@ -337,6 +347,17 @@ StepInput draw_text_step(Trainer::State& s, const data::TextDataset& text, int64
 void Trainer::run_text(Progress& p) {
   State& s = *s_;
   if (evaluates_at_start(s)) log_eval(s, p, evaluate(), 0);
+  // A step's rows depend on the step alone: after a membership change the loop starts again
+  // at the step the new world goes on from, drawing the new world's share of it.
+  while (!ran_to_the_end(p, [&] { run_text_steps(p); })) {
+  }
+  finish_strategy_training(*s.strategy);
+  s.last_eval = evaluate();
+  log_eval(s, p, s.last_eval, s.step / s.steps_per_epoch);
+}
+
+void Trainer::run_text_steps(Progress& p) {
+  State& s = *s_;
   auto& text = static_cast<const data::TextDataset&>(*s.data.train);
   BatchPrefetch feed = make_feed(s);
   int64_t drawn = s.step;  // the step whose batches are drawn next (one ahead on a device)
@@ -349,9 +370,6 @@ void Trainer::run_text(Progress& p) {
     else if (drawn >= s.total_steps)
       break;  // nothing held, nothing left to draw (then every step drawn was trained)
   }
-  finish_strategy_training(*s.strategy);
-  s.last_eval = evaluate();
-  log_eval(s, p, s.last_eval, s.step / s.steps_per_epoch);
 }
 
 }  // namespace cohort::train

@@ -11,6 +11,7 @@
 #include "cohort/nn/layers.h"
 #include "cohort/nn/models/gpt.h"
 #include "cohort/train/checkpointing.h"
+#include "cohort/train/elastic.h"
 #include "cohort/train/fixed_batch.h"
 #include "cohort/train/progress.h"
 #include "cohort/train/run_dir.h"
@@ -226,6 +227,7 @@ TrainSummary Trainer::run_and_finish() {
   if (s.world->distributed()) s.world->group->barrier();
   if (final_checkpoint) write_checkpoint();
   if (s.ckpt) s.ckpt->wait();
+  announce_job_done(s);  // elastic: for launchers whose own workers were lost (docs/elastic.md)
   if (s.world->is_chief()) write_rank_trace(s);  // with the final checkpoint's write
   merge_run_trace(s);
   return finish_summary();

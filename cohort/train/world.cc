@@ -42,14 +42,15 @@ comm::transport::FaultInjection fault_injection(const Config& cfg, int rank) {
   return f;
 }
 
-// The watchdog's own connection to the store, each call bounded by about detect / 2 (at least
-// the TcpStore's floor of 1 s): the job's connection waits up to comm.timeout_s for an answer,
-// and a cut link answers nothing. The job's store when no address is known (a test's store).
+// The watchdog's own connection to the store, each call bounded by about detect / 2 (the
+// TcpStore waits at least 1 s for an answer): the job's connection waits up to comm.timeout_s,
+// and a cut link answers nothing. It connects within the job's window, as the job's did. The
+// job's store when no address is known (a test's store).
 std::shared_ptr<rendezvous::Store> watchdog_store(const comm::World& joined,
                                                   std::chrono::milliseconds detect) {
   rendezvous::TcpStoreOptions o = joined.store.client;
   if (o.port == 0) return joined.store.store;
-  o.timeout = o.connect_timeout = std::max(detect / 2, std::chrono::milliseconds(1));
+  o.timeout = std::max(detect / 2, std::chrono::milliseconds(1));
   return std::make_shared<rendezvous::TcpStore>(std::move(o));
 }
 

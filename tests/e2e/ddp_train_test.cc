@@ -240,9 +240,11 @@ TEST(DdpTrain, MpirunWithTheMpiBackendMatchesTheNativeBackend) {
 }
 
 // Two launchers as two "nodes" (both on loopback), one worker each, joined through node 0's
-// store with a shared secret: `cohort run --nnodes 2 LAUNCHER_ARGS -n 1 -- cohort TRAIN_ARGS`.
+// store with a shared secret: `cohort run --nnodes NNODES LAUNCHER_ARGS -n 1 -- cohort
+// TRAIN_ARGS`.
 std::array<CliResult, 2> run_two_nodes(const std::string& launcher_args,
-                                       const std::string& train_args) {
+                                       const std::string& train_args,
+                                       const std::string& nnodes = "2") {
   std::string master = "127.0.0.1:" + std::to_string(cohort::testing::free_loopback_port());
   std::string secret(64, 'a');
   std::array<CliResult, 2> node;
@@ -250,8 +252,8 @@ std::array<CliResult, 2> run_two_nodes(const std::string& launcher_args,
   for (int i = 0; i < 2; ++i) {
     nodes[i] = std::thread([&, i] {
       node[size_t(i)] = cohort::testing::run_shell(
-          "COHORT_JOB_SECRET=" + secret + " timeout -k 5 120 " + COHORT_BIN +
-          " run --nnodes 2 --node-rank " + std::to_string(i) + " --master " + master + " " +
+          "COHORT_JOB_SECRET=" + secret + " timeout -k 5 120 " + COHORT_BIN + " run --nnodes " +
+          nnodes + " --node-rank " + std::to_string(i) + " --master " + master + " " +
           launcher_args + " -n 1 -- " + COHORT_BIN + " " + train_args);
     });
   }
@@ -290,6 +292,30 @@ TEST(DdpTrain, TwoNodesRestartTogetherFromTheLastCheckpoint) {
     EXPECT_TRUE(contains(n, "restarting all workers (restart 1 of 1)")) << n.output;
   }
   EXPECT_TRUE(contains(node[0], "resumed from step 10")) << node[0].output;
+  fs::path a = newest_checkpoint(d / "local"), b = newest_checkpoint(d / "nodes");
+  EXPECT_EQ(a.filename(), b.filename());
+  EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
+}
+
+// An elastic job across nodes (--nnodes 2:2: both nodes' workers needed) that loses node 1's
+// only worker cannot go on in place: node 1's launcher fails (its workers were all lost and the
+// job did not finish), rank 0 refuses to go on alone, node 0's launcher fails with it, and with
+// --max-restarts both restart from the last checkpoint, ending as the run without the failure.
+TEST(DdpTrain, AnElasticJobThatCannotGoOnInPlaceRestartsEveryNodeFromDisk) {
+  fs::path d = fresh_dir("elastic_restart");
+  const std::string ckpt = " --set ckpt.every_steps=5 --set ckpt.async=false";
+  CliResult local = run_cli(job(d, "local") + ckpt + " --workers 2");
+  ASSERT_EQ(local.status, 0) << local.output;
+  std::array<CliResult, 2> node = run_two_nodes(
+      "--max-restarts 1",
+      job(d, "nodes") + ckpt + " --set fault.kill_rank=1 --set fault.kill_at_step=10", "2:2");
+  for (const CliResult& n : node) {
+    ASSERT_EQ(n.status, 0) << n.output;
+    EXPECT_TRUE(contains(n, "restarting all workers (restart 1 of 1)")) << n.output;
+  }
+  EXPECT_TRUE(contains(node[1], "node 1's workers were all lost (rank 1 was killed by signal 9"))
+      << node[1].output;
+  EXPECT_TRUE(contains(node[0], "elastic: only 1 of 2 workers are left")) << node[0].output;
   fs::path a = newest_checkpoint(d / "local"), b = newest_checkpoint(d / "nodes");
   EXPECT_EQ(a.filename(), b.filename());
   EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));

@@ -5,9 +5,9 @@
 //
 // One buffer travels: for each unit, its parameters and then each optimizer slot, every one
 // laid out [world * S] as the unit's flat buffer. Each member writes the ranges it holds and
-// zeros elsewhere, and one allreduce (sum) over the members assembles it: every range is written
-// by exactly one member (its owner, or the owner's neighbour below when the owner was lost),
-// and x + 0 is x, so the result is each shard's state bit for bit.
+// -0 elsewhere, and one allreduce (sum) over the members assembles it: every range is written by
+// exactly one member (its owner, or the owner's neighbour below when the owner was lost), and
+// x + (-0) is x, so the result is each shard's state bit for bit.
 #include <algorithm>
 
 #include "cohort/autograd/node.h"
@@ -61,7 +61,7 @@ optim::OptimizerState ZeroEngine::consolidate(comm::ProcessGroup& group,
       total += n;
     }
   }
-  Tensor all = zeros({total});
+  Tensor all = full({total}, -0.0);  // x + (-0) is x for every x, -0 included
   autograd::NoGradGuard no_grad;
   for (const Piece& p : pieces) {
     const Unit& u = units_[p.unit];

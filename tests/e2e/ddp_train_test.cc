@@ -261,6 +261,13 @@ std::array<CliResult, 2> run_two_nodes(const std::string& launcher_args,
   return node;
 }
 
+// The final parameters of runs `a` and `b` of `d` are the same, byte for byte.
+void expect_same_final_model(const fs::path& d, const std::string& a, const std::string& b) {
+  fs::path x = newest_checkpoint(d / a), y = newest_checkpoint(d / b);
+  EXPECT_EQ(x.filename(), y.filename());
+  EXPECT_EQ(read_bytes(x / "model.safetensors"), read_bytes(y / "model.safetensors"));
+}
+
 // torchrun-style multi-node trains to the same parameters as `--workers 2`.
 TEST(DdpTrain, TwoLaunchersAsTwoNodesMatchTwoLocalWorkers) {
   fs::path d = fresh_dir("nodes");
@@ -270,55 +277,44 @@ TEST(DdpTrain, TwoLaunchersAsTwoNodesMatchTwoLocalWorkers) {
   ASSERT_EQ(node[0].status, 0) << node[0].output;
   ASSERT_EQ(node[1].status, 0) << node[1].output;
   EXPECT_TRUE(contains(node[0], "2 workers (native)")) << node[0].output;
-  fs::path a = newest_checkpoint(d / "local"), b = newest_checkpoint(d / "nodes");
-  EXPECT_EQ(a.filename(), b.filename());
-  EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
+  expect_same_final_model(d, "local", "nodes");
 }
 
-// --max-restarts across nodes: node 1's worker killed after step 10 fails the attempt on both
-// nodes; each launcher restarts its workers (node 1's once node 0 has published the next
-// attempt in its new store), they resume step 10's checkpoint, and the run ends with the
-// parameters of the run without a failure.
-TEST(DdpTrain, TwoNodesRestartTogetherFromTheLastCheckpoint) {
-  fs::path d = fresh_dir("node_restart");
+// Two nodes (`--nnodes NNODES --max-restarts 1`) whose node 1 worker is killed after step 10:
+// both launchers restart once, and the run ends with the parameters of 2 local workers without
+// the failure. Returns the nodes' output for the caller's checks.
+std::array<CliResult, 2> expect_both_nodes_restart(const fs::path& d, const std::string& nnodes) {
   const std::string ckpt = " --set ckpt.every_steps=5 --set ckpt.async=false";
   CliResult local = run_cli(job(d, "local") + ckpt + " --workers 2");
-  ASSERT_EQ(local.status, 0) << local.output;
-  std::array<CliResult, 2> node =
-      run_two_nodes("--max-restarts 1", job(d, "nodes") + ckpt +
-                                            " --set fault.kill_rank=1 --set fault.kill_at_step=10");
+  EXPECT_EQ(local.status, 0) << local.output;
+  std::array<CliResult, 2> node = run_two_nodes(
+      "--max-restarts 1",
+      job(d, "nodes") + ckpt + " --set fault.kill_rank=1 --set fault.kill_at_step=10", nnodes);
   for (const CliResult& n : node) {
-    ASSERT_EQ(n.status, 0) << n.output;
+    EXPECT_EQ(n.status, 0) << n.output;
     EXPECT_TRUE(contains(n, "restarting all workers (restart 1 of 1)")) << n.output;
   }
   EXPECT_TRUE(contains(node[0], "resumed from step 10")) << node[0].output;
-  fs::path a = newest_checkpoint(d / "local"), b = newest_checkpoint(d / "nodes");
-  EXPECT_EQ(a.filename(), b.filename());
-  EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
+  expect_same_final_model(d, "local", "nodes");
+  return node;
+}
+
+// --max-restarts across nodes: the kill fails the attempt on both nodes; each launcher restarts
+// its workers (node 1's once node 0 has published the next attempt in its new store), and they
+// resume step 10's checkpoint.
+TEST(DdpTrain, TwoNodesRestartTogetherFromTheLastCheckpoint) {
+  expect_both_nodes_restart(fresh_dir("node_restart"), "2");
 }
 
 // An elastic job across nodes (--nnodes 2:2: both nodes' workers needed) that loses node 1's
 // only worker cannot go on in place: node 1's launcher fails (its workers were all lost and the
-// job did not finish), rank 0 refuses to go on alone, node 0's launcher fails with it, and with
-// --max-restarts both restart from the last checkpoint, ending as the run without the failure.
+// job did not finish), rank 0 refuses to go on alone, node 0's launcher fails with it, and
+// --max-restarts restarts both from the last checkpoint.
 TEST(DdpTrain, AnElasticJobThatCannotGoOnInPlaceRestartsEveryNodeFromDisk) {
-  fs::path d = fresh_dir("elastic_restart");
-  const std::string ckpt = " --set ckpt.every_steps=5 --set ckpt.async=false";
-  CliResult local = run_cli(job(d, "local") + ckpt + " --workers 2");
-  ASSERT_EQ(local.status, 0) << local.output;
-  std::array<CliResult, 2> node = run_two_nodes(
-      "--max-restarts 1",
-      job(d, "nodes") + ckpt + " --set fault.kill_rank=1 --set fault.kill_at_step=10", "2:2");
-  for (const CliResult& n : node) {
-    ASSERT_EQ(n.status, 0) << n.output;
-    EXPECT_TRUE(contains(n, "restarting all workers (restart 1 of 1)")) << n.output;
-  }
+  std::array<CliResult, 2> node = expect_both_nodes_restart(fresh_dir("elastic_restart"), "2:2");
   EXPECT_TRUE(contains(node[1], "node 1's workers were all lost (rank 1 was killed by signal 9"))
       << node[1].output;
   EXPECT_TRUE(contains(node[0], "elastic: only 1 of 2 workers are left")) << node[0].output;
-  fs::path a = newest_checkpoint(d / "local"), b = newest_checkpoint(d / "nodes");
-  EXPECT_EQ(a.filename(), b.filename());
-  EXPECT_EQ(read_bytes(a / "model.safetensors"), read_bytes(b / "model.safetensors"));
 }
 
 // Every rank fails at once (no rank waits for the deadline) with rank 0's reason.

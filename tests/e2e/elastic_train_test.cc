@@ -128,7 +128,7 @@ TEST(ElasticTrain, TheExactModeEndsBitIdenticalToARunWithoutFailures) {
   const std::string exact =
       " --set elastic.exact=true --set model.hidden=[256] --set "
       "data.synthetic_samples=8192 --set fault.slow_rank=0 --set "
-      "fault.slow_factor=4";
+      "fault.slow_factor=8";
   const std::string kill = " --set fault.kill_rank=2 --set fault.kill_at_step=10";
   CliResult quiet = run_cli(job(d, "quiet", 4) + exact);
   ASSERT_EQ(quiet.status, 0) << quiet.output;

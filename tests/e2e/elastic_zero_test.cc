@@ -91,7 +91,7 @@ TEST(ElasticZero, ZeroThreeGoesOnWithThreeAndEqualsAResumeAtThreeWorkers) {
 TEST(ElasticZero, ALostWorkerAndItsReplacementEndWhereTheRunWithoutFailuresEnds) {
   fs::path d = testing::fresh_dir("cohort_elastic_zero_", "fixed");
   const std::string elastic =
-      " --set elastic.min_workers=2 --set fault.slow_rank=0 --set fault.slow_factor=4";
+      " --set elastic.min_workers=2 --set fault.slow_rank=0 --set fault.slow_factor=8";
   CliResult quiet = run_cli(zero_job(d, "quiet", 4, 4) + elastic);
   ASSERT_EQ(quiet.status, 0) << quiet.output;
   CliResult back = run_cli(zero_job(d, "back", 4, 4) + elastic +

@@ -1,8 +1,9 @@
 // ZeRO's in-place recovery (zero_engine.h: options.redundant and consolidate): 4 ranks as
 // threads train while each keeps and steps its neighbour's shard; rank 2 is lost, and the other
 // three assemble the full parameters and optimizer state from their shards and rank 1's copy of
-// rank 2's. They equal one process trained on the combined batch, at every stage; a shard
-// whose both keepers were lost is refused, naming them, before any communication.
+// rank 2's. They equal one process trained on the combined batch, and the same assembly with no
+// rank lost bit for bit, at every stage; a shard whose both keepers were lost is refused, naming
+// them, before any communication.
 #include <gtest/gtest.h>
 
 #include "cohort/core/config.h"
@@ -52,9 +53,10 @@ FullState one_process(bool sgd) {
   return {flat_params(model), opt->export_state()};
 }
 
-// 4 ranks train redundantly; rank 2 leaves; ranks 0, 1, 3 form a world of 3 and consolidate.
-// Returns new rank 0's result. `refused` gets rank 0's error for ranks 1 and 2 lost together.
-FullState lose_rank_two(int stage, bool sgd, std::string* refused) {
+// 4 ranks train redundantly; rank 2 leaves (`lose`); ranks 0, 1, 3 form a world of 3 and
+// consolidate (without `lose`, all 4 do, over their own world). Returns rank 0's result.
+// `refused` gets rank 0's error for ranks 1 and 2 lost together.
+FullState lose_rank_two(int stage, bool sgd, std::string* refused, bool lose = true) {
   ConfigRegistry registry;
   Config cfg(registry);
   FullState out;
@@ -79,6 +81,11 @@ FullState lose_rank_two(int stage, bool sgd, std::string* refused) {
       } catch (const IoError& e) {
         *refused = e.what();
       }
+    }
+    if (!lose) {
+      optim::OptimizerState full = zero.engine().consolidate(*old_group, {0, 1, 2, 3});
+      if (r == 0) out = {flat_params(model), full};
+      return;
     }
     if (r == kLost) return;
     comm::CommOptions o = ddp_comm_options();
@@ -118,6 +125,10 @@ TEST(ZeroElastic, TheSurvivorsAssembleTheStateOfAnUninterruptedRunAtEveryStage) 
       expect_same_optimizer(got.optimizer, want.optimizer, tolerance);
       EXPECT_NE(refused.find("rank 2's shard was kept by ranks 2 and 1 only"), std::string::npos)
           << refused;
+      // Rank 1's copy of rank 2's shard has rank 2's bits: the same state as if none was lost.
+      const FullState kept = lose_rank_two(stage, sgd, &refused, /*lose=*/false);
+      EXPECT_EQ(got.params, kept.params);
+      expect_same_optimizer(got.optimizer, kept.optimizer, 0.0);
     }
   }
 }

@@ -96,7 +96,8 @@ void ZeroEngine::shard_parameters(Unit& u) {
   u.shard.set_requires_grad(true);
   u.shard.set_grad(u.shard_grad);
   if (redundant()) {
-    // Stage 1's averaged gradient is the whole flat buffer; stages 2, 3 copy the range out.
+    // Stage 1's averaged gradient is the whole flat buffer; stages 2, 3 receive it (the owner
+    // passes it on: hand_off_shard_grads).
     u.buddy_grad = options_.stage == 1 ? range_of(u.flat_grad, buddy_rank() * S, S) : flat_f32(S);
     u.buddy.set_requires_grad(true);
     u.buddy.set_grad(u.buddy_grad);

@@ -22,11 +22,12 @@
 // Redundant (options.redundant, set by in-place recovery: elastic.min_workers, docs/elastic.md):
 // rank r also keeps and steps a copy of its neighbour's shard (rank r+1 mod N: its parameters
 // and optimizer state, as Gemini keeps a peer's state in memory), so the state of every shard
-// lives on two ranks. Stages 2 and 3 then allreduce the gradients instead of reduce-scattering
-// them (each rank needs its neighbour's averaged gradient too: no extra message, twice the
-// reduce-scatter's bytes, as DDP sends); the neighbour's copy costs S more parameters and
-// optimizer slots per unit and a second shard optimizer step. consolidate() (zero_elastic.cc)
-// rebuilds the full state over the survivors after a rank was lost.
+// lives on two ranks. Stage 1's allreduce gives every rank its neighbour's averaged gradient;
+// stages 2 and 3 pass each shard's to its keeper after the reduce-scatter (one batch of sends
+// to rank - 1, 1/N of the gradient), so the keeper steps the copy on the owner's very bits. The
+// copy costs S more parameters, gradients and optimizer slots per unit and a second shard
+// optimizer step. consolidate() (zero_elastic.cc) rebuilds the full state over the survivors
+// after a rank was lost.
 // Gradients are averaged over ranks, so a step equals one process stepping on the combined
 // batch. Every rank must run the same units in the same order (same model, same passes).
 // Threads: everything runs on the thread that owns the strategy (hooks and scope callbacks run
@@ -141,7 +142,7 @@ class ZeroEngine : public std::enable_shared_from_this<ZeroEngine> {
   void make_shard_optimizer(const optim::Optimizer& user_optimizer);
   int buddy_rank() const { return (rank_ + 1) % world_; }
   bool redundant() const { return options_.redundant && world_ > 1; }
-  void keep_reduced(Unit& u);  // redundant stages 2, 3: the shard's and the neighbour's ranges
+  void hand_off_shard_grads();  // redundant stages 2, 3 (zero_grads.cc)
   // Gradients (zero_grads.cc): a policy on the bucketing engine, one bucket per unit.
   void make_grads();  // the engine and its plan (constructor); hooks come with install()
   Unit& unit_of_bucket(size_t b) { return units_[units_.size() - 1 - b]; }

@@ -62,22 +62,35 @@ void ZeroEngine::bound_reductions_in_flight() {
 void ZeroEngine::free_reduced() {
   grads_->poll([this](size_t b) {
     comm::Work& w = grads_->work(b);
-    if (w.valid()) {
-      w.wait();  // done: rethrows its error, if any
-      keep_reduced(unit_of_bucket(b));
-    }
+    if (w.valid()) w.wait();  // done: rethrows its error, if any
     w = comm::Work();
     unit_of_bucket(b).flat_grad.impl().storage->release();
   });
 }
 
-// Redundant stages 2, 3: the allreduced flat gradient's ranges of this rank's shard and of its
-// neighbour's, before the buffer is freed.
-void ZeroEngine::keep_reduced(Unit& u) {
+// Redundant stages 2, 3, once every unit is reduced: each rank passes its shards' averaged
+// gradients to their keeper (rank - 1) and receives its neighbour's (rank + 1), every unit in
+// one batch, in unit order on every rank (a pass per unit as each reduction completed would
+// interleave with the next reductions in an order that differs between ranks). The keeper then
+// steps the copy on the owner's very bits. 1/N of the gradient's bytes, after the N-1/N of the
+// reduce-scatter: less than an allreduce's 2(N-1)/N.
+void ZeroEngine::hand_off_shard_grads() {
   if (!redundant() || options_.stage == 1) return;
-  const int64_t S = u.layout.shard_size();
-  u.shard_grad.copy_(range_of(u.flat_grad, rank_ * S, S));
-  u.buddy_grad.copy_(range_of(u.flat_grad, buddy_rank() * S, S));
+  constexpr uint32_t kHandoffTag = 0x5a0e;
+  const int keeper = (rank_ + world_ - 1) % world_;
+  std::vector<comm::P2POp> ops;
+  for (Unit& u : units_) {
+    const size_t n = size_t(u.layout.shard_size());
+    ops.push_back(
+        {comm::P2POp::kSend, u.shard_grad.raw_data(), n, DType::f32, keeper, kHandoffTag});
+    ops.push_back(
+        {comm::P2POp::kRecv, u.buddy_grad.raw_data(), n, DType::f32, buddy_rank(), kHandoffTag});
+  }
+  const auto start = Clock::now();
+  group_->batch_send_recv(ops, options_.timeout);
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  comm_s_ += s;
+  exposed_s_ += s;
 }
 
 // Copies the parameter's gradient into its slot of the unit's flat gradient. Stage 1 keeps the
@@ -110,7 +123,7 @@ comm::Work ZeroEngine::launch(Unit& u) {
     if (options_.stage != 1) u.shard_grad.copy_(u.flat_grad);
     return {};
   }
-  if (options_.stage == 1 || redundant()) {  // redundant: keep_reduced takes two ranges
+  if (options_.stage == 1) {
     return group_->allreduce_async({.output = u.flat_grad.raw_data(),
                                     .count = S * size_t(world_),
                                     .op = comm::ReduceOp::avg,
@@ -137,10 +150,7 @@ void ZeroEngine::wait_reductions() {
   auto start = Clock::now();
   for (size_t k = 0; k < units_.size(); ++k) {
     comm::Work& w = reduction(k);
-    if (w.valid()) {
-      w.wait();
-      keep_reduced(units_[k]);
-    }
+    if (w.valid()) w.wait();
     w = comm::Work();
     if (options_.stage != 1) units_[k].flat_grad.impl().storage->release();
   }
@@ -148,6 +158,7 @@ void ZeroEngine::wait_reductions() {
   exposed_s_ += std::chrono::duration<double>(end - start).count();
   // The reductions ran from the first launch to (at most) now: their span, as DDP's comm_s.
   comm_s_ += std::chrono::duration<double>(end - first_launch_).count();
+  hand_off_shard_grads();
 }
 
 }  // namespace cohort::parallel

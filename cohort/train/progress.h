@@ -23,6 +23,8 @@ class Progress {
   void set_time_limit(double seconds) { time_limit_ = seconds; }
   // The run's steps changed (in-place recovery dealt the rest of an epoch to fewer workers).
   void set_total(int64_t total_steps) { total_ = total_steps; }
+  // Whose output this is changed: a worker that took over as rank 0 prints from now on.
+  void set_mode(ProgressMode mode) { mode_ = mode; }
 
  private:
   void draw(int64_t step, int64_t epoch, double loss, double samples_per_s);

@@ -255,6 +255,8 @@ bool Trainer::ran_to_the_end(Progress& p, const std::function<void()>& train) {
     const bool lost_peer = dynamic_cast<const IoError*>(&e) || dynamic_cast<const Timeout*>(&e);
     if (!lost_peer || !can_recover_in_place(s)) throw;
     recover_in_place(s, e.what());
+    // Rank 0's output is the progress (a member that took over as rank 0 prints it now).
+    if (s.world->is_chief()) p.set_mode(progress_mode(s.cfg.get_string("run.progress")));
   }
   p.set_total(s.total_steps);
   return false;

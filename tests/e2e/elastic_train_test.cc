@@ -353,6 +353,7 @@ TEST(ElasticTrain, WhenRankZeroIsLostTheLowestMemberTakesOver) {
       << r.output;
   EXPECT_TRUE(contains(r, "rank 1 takes over as rank 0 (rank 0 was lost)")) << r.output;
   EXPECT_TRUE(contains(r, "[rank 1] done: 44 steps")) << r.output;
+  EXPECT_TRUE(contains(r, "[rank 1] epoch 1 step 44/44")) << r.output;  // its progress lines
   const fs::path metrics = d / "zero" / "metrics.jsonl";
   expect_steps_once(metrics, 44);  // 1-10 from the first rank 0, 11-44 from its successor
   EXPECT_EQ(testing::records_of(metrics, "membership").at(0)["members"],
